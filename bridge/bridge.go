@@ -1,0 +1,331 @@
+// Package bridge is hookbridge's HTTP ingress. It reads each webhook's
+// body with a hard limit, verifies its signature over the raw bytes, and
+// publishes the body to JetStream with the sender's event id as
+// Nats-Msg-Id. It answers success only after JetStream stored the message
+// and never touches Postgres, so intake goes on while the database is down.
+package bridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// Source is one configured webhook sender.
+type Source struct {
+	// Name appears in the URL (/webhooks/{name}) and in subjects.
+	Name string
+	// Verifier checks each delivery's signature.
+	Verifier verify.Verifier
+	// EventID and EventType say where the sender puts them.
+	EventID   Field
+	EventType Field
+}
+
+// Options configure the ingress handler.
+type Options struct {
+	Sources []Source
+	// MaxBodyBytes is the largest accepted body (default 1 MiB).
+	MaxBodyBytes int64
+	// PublishTimeout bounds the wait for JetStream's ack (default 5s).
+	PublishTimeout time.Duration
+	// RetryAfter is sent with 503 answers (default 5s).
+	RetryAfter time.Duration
+	// Now is the clock (default time.Now); tests set it.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// DefaultMaxBodyBytes is the default body limit.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Handler serves POST /webhooks/{source}.
+type Handler struct {
+	js      jetstream.JetStream
+	opts    Options
+	sources map[string]Source
+
+	mu    sync.Mutex
+	hooks jetstream.Stream // looked up on first duplicate, then cached
+}
+
+// New validates opts and returns the ingress handler.
+func New(js jetstream.JetStream, opts Options) (*Handler, error) {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = 5 * time.Second
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	h := &Handler{js: js, opts: opts, sources: map[string]Source{}}
+	for _, s := range opts.Sources {
+		if !stream.ValidName(s.Name) {
+			return nil, fmt.Errorf("source %q: name must be letters, digits, '-' or '_'", s.Name)
+		}
+		if _, dup := h.sources[s.Name]; dup {
+			return nil, fmt.Errorf("source %q declared twice", s.Name)
+		}
+		if s.Verifier == nil {
+			return nil, fmt.Errorf("source %q: no verifier", s.Name)
+		}
+		if err := s.EventID.Validate(); err != nil {
+			return nil, fmt.Errorf("source %q: event id: %w", s.Name, err)
+		}
+		if err := s.EventType.Validate(); err != nil {
+			return nil, fmt.Errorf("source %q: event type: %w", s.Name, err)
+		}
+		h.sources[s.Name] = s
+	}
+	return h, nil
+}
+
+// Pattern is where to mount the handler on an http.ServeMux.
+const Pattern = "/webhooks/{source}"
+
+// Response is the JSON body of every answer.
+type Response struct {
+	Status  string `json:"status"`
+	EventID string `json:"event_id,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ServeHTTP implements http.Handler. Mount it at [Pattern].
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	res := h.serve(w, r)
+	attrs := []any{"source", res.source, "status", res.code, "outcome", res.body.Status, "duration", time.Since(start)}
+	if res.body.EventID != "" {
+		attrs = append(attrs, "event_id", res.body.EventID)
+	}
+	if res.reason != "" {
+		attrs = append(attrs, "reason", res.reason)
+	}
+	level := slog.LevelInfo
+	if res.code >= 500 {
+		level = slog.LevelError
+	} else if res.code >= 400 {
+		level = slog.LevelWarn
+	}
+	h.opts.Logger.Log(r.Context(), level, "webhook", attrs...)
+}
+
+type result struct {
+	source string
+	code   int
+	body   Response
+	reason string // short cause for logs and metrics; never secrets or bodies
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
+	name := r.PathValue("source")
+	reply := func(code int, body Response, reason string) result {
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", strconv.Itoa(int(h.opts.RetryAfter.Seconds())))
+		}
+		writeJSON(w, code, body)
+		return result{source: name, code: code, body: body, reason: reason}
+	}
+	fail := func(code int, reason string) result {
+		return reply(code, Response{Status: "error", Error: reason}, reason)
+	}
+
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return fail(http.StatusMethodNotAllowed, "method not allowed")
+	}
+	src, ok := h.sources[name]
+	if !ok {
+		return fail(http.StatusNotFound, "unknown source")
+	}
+	body, err := readBody(w, r, h.opts.MaxBodyBytes)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fail(http.StatusRequestEntityTooLarge, "body too large")
+		}
+		return fail(http.StatusBadRequest, "could not read body")
+	}
+	received := h.opts.Now()
+	if err := src.Verifier.Verify(r.Header, body, received); err != nil {
+		return fail(http.StatusUnauthorized, "signature: "+verify.Reason(err))
+	}
+
+	// Only now, with the signature checked, is the body looked at.
+	id, typ, err := identify(src, r.Header, body)
+	if err != nil {
+		return fail(http.StatusBadRequest, err.Error())
+	}
+
+	sum := sha256.Sum256(body)
+	sumHex := hex.EncodeToString(sum[:])
+	msg := nats.NewMsg(stream.HookSubject(src.Name, typ))
+	msg.Data = body
+	msg.Header.Set(stream.HeaderSource, src.Name)
+	msg.Header.Set(stream.HeaderEventID, id)
+	msg.Header.Set(stream.HeaderEventType, typ)
+	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
+	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
+
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
+	defer cancel()
+	ack, err := h.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(stream.MsgID(src.Name, id)),
+		jetstream.WithExpectStream(stream.Hooks))
+	if err != nil {
+		h.opts.Logger.Error("publish failed", "source", src.Name, "event_id", id, "err", err)
+		return fail(http.StatusServiceUnavailable, "broker unavailable")
+	}
+	if !ack.Duplicate {
+		return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
+	}
+
+	// JetStream dropped the publish as a repeat of the message at
+	// ack.Sequence. Same bytes: a harmless retry. Different bytes: a
+	// conflict, which must be recorded rather than silently dropped.
+	origSum, found, err := h.storedHash(ctx, ack.Sequence)
+	if err != nil {
+		h.opts.Logger.Error("read original failed", "source", src.Name, "event_id", id, "err", err)
+		return fail(http.StatusServiceUnavailable, "broker unavailable")
+	}
+	if !found || origSum == sumHex {
+		// !found: the original aged out of the stream while its id is still
+		// in the duplicate window; the consumer's inbox still guards it.
+		return reply(http.StatusOK, Response{Status: "duplicate", EventID: id, Seq: ack.Sequence}, "")
+	}
+	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {
+		h.opts.Logger.Error("record conflict failed", "source", src.Name, "event_id", id, "err", err)
+		return fail(http.StatusServiceUnavailable, "broker unavailable")
+	}
+	return reply(http.StatusConflict, Response{Status: "conflict", EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
+}
+
+// identify extracts and validates the event id and type.
+func identify(src Source, header http.Header, body []byte) (id, typ string, err error) {
+	var doc any
+	if src.EventID.needsBody() || src.EventType.needsBody() {
+		if doc, err = parseBody(body); err != nil {
+			return "", "", err
+		}
+	}
+	id, _ = src.EventID.extract(header, doc)
+	typ, _ = src.EventType.extract(header, doc)
+	switch {
+	case id == "":
+		return "", "", errors.New("missing event id")
+	case !stream.ValidEventID(id):
+		return "", "", errors.New("event id must be 1-255 printable characters without spaces")
+	case typ == "":
+		return "", "", errors.New("missing event type")
+	case !stream.ValidEventType(typ):
+		// Refused rather than rewritten: a mapping could make two types
+		// collide, and a wildcard must never reach a subject.
+		return "", "", errors.New("event type must be dot-separated tokens of letters, digits, '-' and '_'")
+	}
+	return id, typ, nil
+}
+
+// storedHash returns the body hash header of the HOOKS message at seq.
+func (h *Handler) storedHash(ctx context.Context, seq uint64) (string, bool, error) {
+	s, err := h.hooksStream(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	raw, err := s.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("get original message %d: %w", seq, err)
+	}
+	if sum := raw.Header.Get(stream.HeaderBodySHA256); sum != "" {
+		return sum, true, nil
+	}
+	b := sha256.Sum256(raw.Data)
+	return hex.EncodeToString(b[:]), true, nil
+}
+
+func (h *Handler) hooksStream(ctx context.Context) (jetstream.Stream, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.hooks != nil {
+		return h.hooks, nil
+	}
+	s, err := h.js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil, fmt.Errorf("look up stream %s: %w", stream.Hooks, err)
+	}
+	h.hooks = s
+	return s, nil
+}
+
+func (h *Handler) publishConflict(ctx context.Context, source, id, typ string, body []byte, sumHex, origSum string, origSeq uint64) error {
+	msg := nats.NewMsg(stream.ConflictSubject(source))
+	msg.Data = body
+	msg.Header.Set(stream.HeaderSource, source)
+	msg.Header.Set(stream.HeaderEventID, id)
+	msg.Header.Set(stream.HeaderEventType, typ)
+	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
+	msg.Header.Set(stream.HeaderOriginalSHA256, origSum)
+	msg.Header.Set(stream.HeaderOriginalSeq, strconv.FormatUint(origSeq, 10))
+	// One conflict per distinct rejected body: a sender retrying the same
+	// conflicting delivery does not add rows.
+	_, err := h.js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(stream.MsgID(source, id)+":"+sumHex),
+		jetstream.WithExpectStream(stream.Conflicts))
+	if err != nil {
+		return fmt.Errorf("publish conflict: %w", err)
+	}
+	return nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	buf := make([]byte, 0, min(max(r.ContentLength, 512), limit)+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return buf, nil
+			}
+			return nil, err
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, body Response) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body) // the client may be gone; nothing to do
+}

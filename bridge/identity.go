@@ -1,0 +1,109 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Field says where a value (event id or type) is found in a verified
+// delivery: a request header, or a JSON pointer (RFC 6901) into the body.
+// Exactly one of Header and Pointer is set. Suffix, when set, is a JSON
+// pointer whose value, if present, is appended after a dot (GitHub's
+// "issues" + action "opened" = "issues.opened").
+type Field struct {
+	Header  string
+	Pointer string
+	Suffix  string
+}
+
+func (f Field) needsBody() bool { return f.Pointer != "" || f.Suffix != "" }
+
+// Validate reports a configuration mistake.
+func (f Field) Validate() error {
+	if (f.Header == "") == (f.Pointer == "") {
+		return errors.New("set exactly one of header and pointer")
+	}
+	for _, p := range []string{f.Pointer, f.Suffix} {
+		if p != "" && !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("JSON pointer %q must start with '/'", p)
+		}
+	}
+	return nil
+}
+
+// errBadRequest marks input problems answered with 400.
+var errBadRequest = errors.New("bad request")
+
+// extract reads the field from the header or the parsed body.
+func (f Field) extract(h http.Header, body any) (string, error) {
+	var v string
+	if f.Header != "" {
+		v = h.Get(f.Header)
+	} else {
+		s, ok := lookupPointer(body, f.Pointer)
+		if !ok {
+			return "", nil
+		}
+		v = s
+	}
+	if f.Suffix != "" && v != "" {
+		if s, ok := lookupPointer(body, f.Suffix); ok && s != "" {
+			v += "." + s
+		}
+	}
+	return v, nil
+}
+
+// lookupPointer resolves an RFC 6901 pointer to a string or number value.
+func lookupPointer(doc any, ptr string) (string, bool) {
+	if ptr == "" || doc == nil {
+		return "", false
+	}
+	cur := doc
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch node := cur.(type) {
+		case map[string]any:
+			next, ok := node[tok]
+			if !ok {
+				return "", false
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(node) {
+				return "", false
+			}
+			cur = node[i]
+		default:
+			return "", false
+		}
+	}
+	switch v := cur.(type) {
+	case string:
+		return v, true
+	case json.Number:
+		return v.String(), true
+	default:
+		return "", false
+	}
+}
+
+// parseBody decodes a verified JSON body for pointer lookups.
+func parseBody(body []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("%w: body is not valid JSON", errBadRequest)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: body has trailing data after JSON", errBadRequest)
+	}
+	return doc, nil
+}

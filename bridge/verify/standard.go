@@ -1,0 +1,148 @@
+package verify
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Standard Webhooks header names (https://www.standardwebhooks.com/).
+const (
+	StandardHeaderID        = "Webhook-Id"
+	StandardHeaderTimestamp = "Webhook-Timestamp"
+	StandardHeaderSignature = "Webhook-Signature"
+)
+
+// DefaultTolerance is how far a signed timestamp may be from now.
+const DefaultTolerance = 5 * time.Minute
+
+// standardSecretPrefix marks a Standard Webhooks secret as base64.
+const standardSecretPrefix = "whsec_"
+
+// StandardWebhooks verifies the Standard Webhooks scheme: HMAC-SHA256 over
+// "id.timestamp.body", base64 signatures in a space-separated list of
+// "v1,<sig>" entries, secrets written "whsec_<base64>".
+type StandardWebhooks struct {
+	keys      [][]byte
+	tolerance time.Duration
+}
+
+// NewStandardWebhooks returns a verifier that accepts a signature made by
+// any of secrets (several secrets allow rotation without downtime).
+// tolerance <= 0 means [DefaultTolerance].
+//
+// A secret is read by a rule that gives every string one meaning:
+// "whsec_<base64>" must be base64 after the prefix (an error otherwise);
+// without the prefix, valid standard base64 is decoded and anything else
+// is used as raw bytes. So raw text that happens to be valid base64 is
+// decoded; to use such text as raw bytes, configure "whsec_" followed by
+// the base64 of those bytes.
+func NewStandardWebhooks(secrets []string, tolerance time.Duration) (*StandardWebhooks, error) {
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("standard webhooks: no secret")
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultTolerance
+	}
+	v := &StandardWebhooks{tolerance: tolerance}
+	for i, s := range secrets {
+		key, err := standardKey(s)
+		if err != nil {
+			// Say which secret and why, never echo the secret itself.
+			return nil, fmt.Errorf("standard webhooks: secret #%d: %w", i+1, err)
+		}
+		v.keys = append(v.keys, key)
+	}
+	return v, nil
+}
+
+// standardKey turns a configured secret into the HMAC key (rule at
+// [NewStandardWebhooks]):
+//
+//   - "whsec_<base64>" (the spec's form): the rest must be standard base64,
+//     because a typo must not quietly become a different key.
+//   - no prefix, valid standard base64: the decoded bytes (the reference
+//     libraries accept the bare base64 part of a whsec_ secret).
+//   - no prefix, not base64: the raw bytes, so a plain-text secret from a
+//     provider that does not base64 its keys still works.
+func standardKey(secret string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(secret, standardSecretPrefix); ok {
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil || len(key) == 0 {
+			return nil, errors.New("whsec_ secret is not followed by base64")
+		}
+		return key, nil
+	}
+	if secret == "" {
+		return nil, errors.New("empty secret")
+	}
+	if key, err := base64.StdEncoding.DecodeString(secret); err == nil && len(key) > 0 {
+		return key, nil
+	}
+	return []byte(secret), nil
+}
+
+// Verify implements [Verifier].
+//
+// The signature is checked before the timestamp, so ErrStaleTimestamp
+// means "signed by a current secret but outside the window" (a replay or
+// a skewed clock) and a forgery is always reported as a mismatch.
+func (v *StandardWebhooks) Verify(h http.Header, body []byte, now time.Time) error {
+	id := h.Get(StandardHeaderID)
+	tsRaw := h.Get(StandardHeaderTimestamp)
+	sigs := h.Get(StandardHeaderSignature)
+	if id == "" || tsRaw == "" || sigs == "" {
+		return fmt.Errorf("standard webhooks: %w", ErrMissingSignature)
+	}
+	ts, ok := parseUnix(tsRaw)
+	if !ok {
+		return fmt.Errorf("standard webhooks: timestamp: %w", ErrMalformedSignature)
+	}
+	var candidates [][]byte
+	for _, entry := range strings.Fields(sigs) {
+		version, sig, ok := strings.Cut(entry, ",")
+		if !ok || version != "v1" {
+			continue // unknown versions are ignored, as the spec asks
+		}
+		raw, ok := decodeBase64(sig, sha256.Size)
+		if !ok {
+			continue // one garbled entry must not hide a good one next to it
+		}
+		candidates = append(candidates, raw)
+	}
+	if len(candidates) == 0 {
+		return fmt.Errorf("standard webhooks: no v1 signature: %w", ErrMalformedSignature)
+	}
+	expected := make([][]byte, len(v.keys))
+	for i, key := range v.keys {
+		expected[i] = standardMAC(key, id, tsRaw, body)
+	}
+	if !anyMatch(candidates, expected) {
+		return fmt.Errorf("standard webhooks: %w", ErrBadSignature)
+	}
+	if !withinTolerance(ts, now, v.tolerance) {
+		return fmt.Errorf("standard webhooks: %w", ErrStaleTimestamp)
+	}
+	return nil
+}
+
+func standardMAC(key []byte, id, ts string, body []byte) []byte {
+	return macOf(sha256.New, key, []byte(id), dot, []byte(ts), dot, body)
+}
+
+// SignStandard returns the Standard Webhooks signature header value for
+// body, for senders and tests. secret is read like [NewStandardWebhooks]
+// reads it: "whsec_<base64>", bare base64, or raw text that is not base64.
+func SignStandard(secret, id string, ts time.Time, body []byte) (string, error) {
+	key, err := standardKey(secret)
+	if err != nil {
+		return "", fmt.Errorf("standard webhooks: %w", err)
+	}
+	mac := standardMAC(key, id, strconv.FormatInt(ts.Unix(), 10), body)
+	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
+}

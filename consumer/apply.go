@@ -1,0 +1,152 @@
+package consumer
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Outcome is what applying one event did.
+type Outcome int
+
+const (
+	// Failed: the handler or the database failed; nothing was applied and
+	// the message will be redelivered.
+	Failed Outcome = iota
+	// Processed: a new event, applied once.
+	Processed
+	// Duplicate: the event was applied before with the same body; nothing
+	// changed.
+	Duplicate
+	// Conflict: the event id was applied before with a different body; the
+	// new body was recorded in hookbridge.conflicts and not applied.
+	Conflict
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Processed:
+		return "processed"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	default:
+		return "failed"
+	}
+}
+
+// Apply applies ev for the consumer named consumer in one transaction of
+// its own: inbox claim, handler, commit. It is the whole exactly-once
+// mechanism; the runner only decides when to ack.
+func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event) (Outcome, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Failed, fmt.Errorf("apply %s/%s: begin: %w", ev.Source, ev.ID, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+
+	out, err := applyInTx(ctx, tx, consumer, h, ev)
+	if err != nil {
+		return Failed, err
+	}
+	if out == Duplicate {
+		return out, nil // nothing was written; the deferred rollback ends the tx
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Failed, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
+	}
+	return out, nil
+}
+
+// applyInTx claims the event in the inbox and runs the handler, all inside
+// tx. tx may be a whole transaction or a savepoint of a larger batch: the
+// code is the same, which is what lets batches share one commit.
+//
+// The claim is an INSERT … ON CONFLICT DO NOTHING, never a prior SELECT:
+// when two deliveries race, the second INSERT waits on the first's row
+// lock and, once that commits, inserts nothing; it then reads the winner's
+// row. If the first rolls back, the second claims the key itself.
+func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Event) (Outcome, error) {
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT DO NOTHING`,
+		consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+	if err != nil {
+		return Failed, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return resolveRepeat(ctx, tx, consumer, ev)
+	}
+	if err := h.Handle(ctx, tx, ev); err != nil {
+		return Failed, fmt.Errorf("apply %s/%s: handler: %w", ev.Source, ev.ID, err)
+	}
+	return Processed, nil
+}
+
+// resolveRepeat decides between duplicate and conflict for an event whose
+// inbox key is taken, and records a conflict.
+func resolveRepeat(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (Outcome, error) {
+	var stored []byte
+	var storedSeq int64
+	err := tx.QueryRow(ctx, `
+		SELECT body_sha256, stream_seq FROM hookbridge.inbox
+		WHERE consumer = $1 AND source = $2 AND event_id = $3`,
+		consumer, ev.Source, ev.ID).Scan(&stored, &storedSeq)
+	if err != nil {
+		return Failed, fmt.Errorf("apply %s/%s: read inbox: %w", ev.Source, ev.ID, err)
+	}
+	if string(stored) == string(ev.BodySHA256[:]) {
+		return Duplicate, nil
+	}
+	err = RecordConflict(ctx, tx, ConflictRecord{
+		DetectedBy:     consumer,
+		Source:         ev.Source,
+		EventID:        ev.ID,
+		EventType:      ev.Type,
+		OriginalSHA256: stored,
+		OriginalSeq:    storedSeq,
+		RejectedSeq:    int64(ev.StreamSeq),
+		RejectedBody:   ev.Body,
+	})
+	if err != nil {
+		return Failed, err
+	}
+	return Conflict, nil
+}
+
+// ConflictRecord is one row of hookbridge.conflicts.
+type ConflictRecord struct {
+	DetectedBy     string // "ingress" or a consumer name
+	Source         string
+	EventID        string
+	EventType      string
+	OriginalSHA256 []byte // nil when unknown
+	OriginalSeq    int64  // 0 when unknown
+	RejectedSeq    int64  // 0 when unknown
+	RejectedBody   []byte
+}
+
+// RecordConflict inserts c; recording the same conflict twice (same
+// detector, event and rejected body) keeps one row.
+func RecordConflict(ctx context.Context, tx pgx.Tx, c ConflictRecord) error {
+	sum := sha256.Sum256(c.RejectedBody)
+	_, err := tx.Exec(ctx, `
+		INSERT INTO hookbridge.conflicts
+			(detected_by, source, event_id, event_type, original_sha256, original_seq, rejected_sha256, rejected_seq, rejected_body)
+		VALUES ($1, $2, $3, $4, $5, NULLIF($6, 0), $7, NULLIF($8, 0), $9)
+		ON CONFLICT DO NOTHING`,
+		c.DetectedBy, c.Source, c.EventID, c.EventType, c.OriginalSHA256, c.OriginalSeq, sum[:], c.RejectedSeq, c.RejectedBody)
+	if err != nil {
+		return fmt.Errorf("record conflict %s/%s: %w", c.Source, c.EventID, err)
+	}
+	return nil
+}
+
+// errUnusable marks a message that can never be applied (missing identity).
+var errUnusable = errors.New("unusable message")

@@ -1,0 +1,79 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// MaxBatch caps the events applied in one transaction. Each event runs in
+// its own savepoint, and Postgres keeps at most 64 subtransactions per
+// backend in its cache; beyond that every snapshot has to consult
+// pg_subtrans on disk and throughput collapses. So a batch never exceeds 64.
+const MaxBatch = 64
+
+// Result is the outcome of one event of a batch.
+type Result struct {
+	Outcome Outcome
+	Err     error // set when Outcome is Failed
+}
+
+// ApplyBatch applies evs in one transaction, each inside its own savepoint,
+// and commits once. An event that fails rolls back to its savepoint only;
+// the others still commit. If the commit itself fails, every event is
+// Failed and nothing was applied. len(evs) must be at most [MaxBatch].
+//
+// The inbox claim and the handler run exactly as in [Apply], so handlers
+// cannot tell whether they run alone or in a batch.
+func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event) []Result {
+	results := make([]Result, len(evs))
+	failAll := func(err error) []Result {
+		for i := range results {
+			results[i] = Result{Outcome: Failed, Err: err}
+		}
+		return results
+	}
+	if len(evs) > MaxBatch {
+		return failAll(fmt.Errorf("apply batch: %d events exceed the maximum of %d", len(evs), MaxBatch))
+	}
+	if len(evs) == 1 {
+		out, err := Apply(ctx, pool, consumer, h, evs[0])
+		results[0] = Result{Outcome: out, Err: err}
+		return results
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return failAll(fmt.Errorf("apply batch: begin: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+
+	wrote := false
+	for i, ev := range evs {
+		sp, err := tx.Begin(ctx) // SAVEPOINT
+		if err != nil {
+			return failAll(fmt.Errorf("apply batch: savepoint: %w", err))
+		}
+		out, err := applyInTx(ctx, sp, consumer, h, ev)
+		if err != nil {
+			if rbErr := sp.Rollback(ctx); rbErr != nil {
+				// The transaction is unusable: nothing of the batch commits.
+				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %v: %w", err, rbErr))
+			}
+			results[i] = Result{Outcome: Failed, Err: err}
+			continue
+		}
+		if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
+			return failAll(fmt.Errorf("apply batch: release savepoint: %w", err))
+		}
+		wrote = wrote || out != Duplicate
+		results[i] = Result{Outcome: out}
+	}
+	if !wrote {
+		return results
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return failAll(fmt.Errorf("apply batch: commit: %w", err))
+	}
+	return results
+}

@@ -1,0 +1,226 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// Options configure a [Consumer]. Zero values take the documented defaults.
+type Options struct {
+	// Name is the durable consumer name and the inbox's consumer key.
+	Name string
+	// Sources limits the consumer to these sources; empty means all.
+	Sources []string
+	// EventTypes are the event types to receive (required).
+	EventTypes []string
+	// Handler applies each event (required).
+	Handler Handler
+
+	// Concurrency is how many batches are applied at once (default 4).
+	Concurrency int
+	// BatchSize is how many events share one transaction (default 1,
+	// at most MaxBatch).
+	BatchSize int
+	// BatchWait is how long to wait to fill a batch (default 5ms).
+	BatchWait time.Duration
+	// AckWait is how long JetStream waits for an ack before redelivering
+	// (default 30s). Long applies send in-progress acks.
+	AckWait time.Duration
+	// MaxDeliver caps deliveries of one message (default -1: unlimited).
+	MaxDeliver int
+	// MaxAckPending caps unacked messages in flight (default 1000).
+	MaxAckPending int
+	// HandlerTimeout bounds one batch's transaction (default 30s).
+	HandlerTimeout time.Duration
+	// Backoff lists the delays before redelivery after a failure, indexed
+	// by the delivery count; the last one repeats. Default 1s, 2s, 5s, 10s,
+	// 30s, 1m.
+	Backoff []time.Duration
+
+	Logger *slog.Logger
+}
+
+// DefaultBackoff is the redelivery delay schedule after failures.
+var defaultBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
+
+func (o *Options) setDefaults() error {
+	if !stream.ValidName(o.Name) {
+		return fmt.Errorf("consumer name %q: use letters, digits, '-' and '_'", o.Name)
+	}
+	if len(o.EventTypes) == 0 {
+		return fmt.Errorf("consumer %s: no event types", o.Name)
+	}
+	for _, t := range o.EventTypes {
+		if !stream.ValidEventType(t) {
+			return fmt.Errorf("consumer %s: event type %q is not a valid subject tail", o.Name, t)
+		}
+	}
+	for _, s := range o.Sources {
+		if !stream.ValidName(s) {
+			return fmt.Errorf("consumer %s: source %q is not a valid name", o.Name, s)
+		}
+	}
+	if o.Handler == nil {
+		return fmt.Errorf("consumer %s: no handler", o.Name)
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1
+	}
+	if o.BatchSize > MaxBatch {
+		return fmt.Errorf("consumer %s: batch size %d exceeds %d", o.Name, o.BatchSize, MaxBatch)
+	}
+	if o.BatchWait <= 0 {
+		o.BatchWait = 5 * time.Millisecond
+	}
+	if o.AckWait <= 0 {
+		o.AckWait = 30 * time.Second
+	}
+	if o.MaxDeliver == 0 {
+		o.MaxDeliver = -1
+	}
+	if o.MaxAckPending <= 0 {
+		o.MaxAckPending = 1000
+	}
+	if o.HandlerTimeout <= 0 {
+		o.HandlerTimeout = 30 * time.Second
+	}
+	if len(o.Backoff) == 0 {
+		o.Backoff = defaultBackoff
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// FilterSubjects are the HOOKS subjects the consumer receives.
+func (o *Options) FilterSubjects() []string {
+	sources := o.Sources
+	if len(sources) == 0 {
+		sources = []string{"*"}
+	}
+	var out []string
+	for _, s := range sources {
+		for _, t := range o.EventTypes {
+			out = append(out, stream.HookFilter(s, t))
+		}
+	}
+	return out
+}
+
+// Consumer applies one durable JetStream consumer's messages to Postgres.
+type Consumer struct {
+	opts Options
+	pool *pgxpool.Pool
+	r    *runner
+}
+
+// New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
+func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	c := &Consumer{opts: opts, pool: pool}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       opts.Name,
+		Description:   "hookbridge consumer " + opts.Name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       opts.AckWait,
+		MaxDeliver:    opts.MaxDeliver,
+		MaxAckPending: opts.MaxAckPending,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+	if f := opts.FilterSubjects(); len(f) == 1 {
+		cfg.FilterSubject = f[0] // also understood by servers before 2.10
+	} else {
+		cfg.FilterSubjects = f
+	}
+	c.r = &runner{
+		name:        opts.Name,
+		js:          js,
+		streamName:  stream.Hooks,
+		cfg:         cfg,
+		concurrency: opts.Concurrency,
+		batchSize:   opts.BatchSize,
+		batchWait:   opts.BatchWait,
+		log:         opts.Logger,
+		process:     c.process,
+	}
+	return c, nil
+}
+
+// Name is the consumer's name.
+func (c *Consumer) Name() string { return c.opts.Name }
+
+// Run pulls and applies messages until ctx is cancelled, then stops taking
+// new messages, finishes and acks what is in flight, and returns.
+func (c *Consumer) Run(ctx context.Context) error { return c.r.run(ctx) }
+
+func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
+	actions := make([]action, len(msgs))
+	evs := make([]Event, 0, len(msgs))
+	idx := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		ev, err := EventFromMsg(m)
+		if err != nil {
+			c.opts.Logger.Error("unusable message terminated", "consumer", c.opts.Name, "subject", m.Subject(), "err", err)
+			actions[i] = action{kind: term}
+			continue
+		}
+		evs = append(evs, ev)
+		idx = append(idx, i)
+	}
+	if len(evs) == 0 {
+		return actions
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.HandlerTimeout)
+	defer cancel()
+	start := time.Now()
+	results := ApplyBatch(ctx, c.pool, c.opts.Name, c.opts.Handler, evs)
+	elapsed := time.Since(start)
+	for j, res := range results {
+		ev := evs[j]
+		i := idx[j]
+		attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
+			"seq", ev.StreamSeq, "delivery", ev.NumDelivered, "outcome", res.Outcome.String(), "duration", elapsed}
+		switch {
+		case res.Outcome != Failed:
+			actions[i] = action{kind: ack}
+			level := slog.LevelInfo
+			if res.Outcome == Conflict {
+				level = slog.LevelWarn
+			}
+			c.opts.Logger.Log(ctx, level, "event applied", attrs...)
+		case IsPermanent(res.Err):
+			actions[i] = action{kind: term}
+			c.opts.Logger.Error("event failed permanently", append(attrs, "err", res.Err)...)
+		default:
+			actions[i] = action{kind: nak, delay: c.backoff(ev.NumDelivered)}
+			c.opts.Logger.Warn("event failed, will retry", append(attrs, "err", res.Err)...)
+		}
+	}
+	return actions
+}
+
+// backoff is the nak delay after the delivery-th failed delivery.
+func (c *Consumer) backoff(delivery uint64) time.Duration {
+	b := c.opts.Backoff
+	if delivery == 0 {
+		delivery = 1
+	}
+	if int(delivery) > len(b) {
+		return b[len(b)-1]
+	}
+	return b[delivery-1]
+}
+

@@ -1,0 +1,115 @@
+// Package consumer applies webhooks from JetStream to Postgres with an
+// exactly-once effect. Each message is applied in one transaction that
+// first claims the event in the inbox (hookbridge.inbox, unique per
+// consumer, source and event id), then runs the team's [Handler] with that
+// same transaction; the message is acknowledged only after the commit.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+)
+
+// Event is one webhook as a handler sees it.
+type Event struct {
+	Source string // configured source name, e.g. "demo"
+	ID     string // the sender's event id (unique per source)
+	Type   string // event type, e.g. "order.created"
+	// Header holds the message headers (hookbridge's and any others).
+	Header nats.Header
+	// Body is the raw webhook body exactly as the sender signed it.
+	Body []byte
+	// BodySHA256 is the SHA-256 of Body.
+	BodySHA256 [32]byte
+	Subject    string
+	// StreamSeq is the message's sequence in the HOOKS stream.
+	StreamSeq uint64
+	// NumDelivered counts deliveries of this message, starting at 1.
+	NumDelivered uint64
+	// ReceivedAt is when the ingress received the webhook.
+	ReceivedAt time.Time
+}
+
+// Handler applies one event inside tx. It must do all its writes through
+// tx (the inbox row and the effect commit together) and must not commit or
+// roll back tx itself. Returning an error rolls everything back and the
+// message is redelivered later; wrap it with [Permanent] when a retry
+// cannot help.
+type Handler interface {
+	Handle(ctx context.Context, tx pgx.Tx, ev Event) error
+}
+
+// HandlerFunc adapts a function to [Handler].
+type HandlerFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
+
+// Handle implements [Handler].
+func (f HandlerFunc) Handle(ctx context.Context, tx pgx.Tx, ev Event) error { return f(ctx, tx, ev) }
+
+// Mux routes events to handlers by event type.
+type Mux struct {
+	handlers map[string]Handler
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+
+// Register registers h for eventType. Registering a type twice panics: it
+// is a programming error caught at start-up, never caused by input.
+func (m *Mux) Register(eventType string, h Handler) {
+	if _, dup := m.handlers[eventType]; dup {
+		panic(fmt.Sprintf("consumer: handler for %q registered twice", eventType))
+	}
+	m.handlers[eventType] = h
+}
+
+// RegisterFunc registers f for eventType.
+func (m *Mux) RegisterFunc(eventType string, f func(ctx context.Context, tx pgx.Tx, ev Event) error) {
+	m.Register(eventType, HandlerFunc(f))
+}
+
+// EventTypes lists the registered event types, sorted.
+func (m *Mux) EventTypes() []string {
+	out := make([]string, 0, len(m.handlers))
+	for t := range m.handlers {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Handle implements [Handler]. An event type with no handler is a
+// permanent error: redelivering it cannot help.
+func (m *Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
+	h, ok := m.handlers[ev.Type]
+	if !ok {
+		return Permanent(fmt.Errorf("no handler for event type %q", ev.Type))
+	}
+	return h.Handle(ctx, tx, ev)
+}
+
+// permanentError marks an error that retrying will not fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return "permanent: " + e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the message is not
+// redelivered. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err was marked with [Permanent].
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}

@@ -1,0 +1,81 @@
+// Package embedded runs a JetStream-enabled NATS server inside the process.
+// It is the zero-setup default of `hookbridge serve` and the server the
+// tests use.
+package embedded
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Options configure an embedded server.
+type Options struct {
+	// StoreDir is where JetStream keeps its files.
+	StoreDir string
+	// Listen makes the server accept TCP clients on Host:Port (Port -1 =
+	// random). Without it the server only takes in-process connections.
+	Listen bool
+	Host   string
+	Port   int
+	// ServerName names the server (clusters need distinct names).
+	ServerName string
+	// Cluster, when set, joins a JetStream cluster; used by tests.
+	Cluster *server.ClusterOpts
+	Routes  []string
+}
+
+// Start starts the server and waits until it accepts connections.
+func Start(o Options) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName:         o.ServerName,
+		JetStream:          true,
+		StoreDir:           o.StoreDir,
+		DontListen:         !o.Listen,
+		Host:               o.Host,
+		Port:               o.Port,
+		NoSigs:             true,
+		NoLog:              true,
+		JetStreamMaxMemory: 256 << 20,
+	}
+	if o.Listen && o.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if o.Cluster != nil {
+		opts.Cluster = *o.Cluster
+		opts.Routes = server.RoutesFromStr(joinComma(o.Routes))
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded nats: not ready after 30s")
+	}
+	return ns, nil
+}
+
+// Connect opens an in-process client connection to ns.
+func Connect(ns *server.Server, opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.InProcessServer(ns), nats.Name("hookbridge")}, opts...)
+	nc, err := nats.Connect("", opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect embedded nats: %w", err)
+	}
+	return nc, nil
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}

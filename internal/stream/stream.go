@@ -1,0 +1,222 @@
+// Package stream is the shared JetStream vocabulary of hookbridge: stream
+// and subject names, header names and the stream configurations. Every
+// other package takes these names from here so they are defined once.
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names and subject roots.
+const (
+	// Hooks holds verified incoming webhooks, subjects "hooks.<source>.<type>".
+	Hooks = "HOOKS"
+	// HooksRoot is the first subject token of [Hooks].
+	HooksRoot = "hooks"
+	// Events holds events relayed from the outbox, subjects "events.>".
+	Events = "EVENTS"
+	// EventsRoot is the first subject token of [Events].
+	EventsRoot = "events"
+	// Conflicts holds deliveries the ingress refused because their id was
+	// already stored with a different body; a recorder writes them to
+	// Postgres. Keeping them in JetStream first lets the ingress stay
+	// independent of Postgres and still never drop a conflict.
+	Conflicts = "HOOKS_CONFLICTS"
+	// ConflictsRoot is the first subject token of [Conflicts].
+	ConflictsRoot = "conflicts"
+)
+
+// Header names carried on every message in [Hooks].
+const (
+	HeaderMsgID      = jetstream.MsgIDHeader // "Nats-Msg-Id"
+	HeaderSource     = "Hookbridge-Source"
+	HeaderEventID    = "Hookbridge-Event-Id"
+	HeaderEventType  = "Hookbridge-Event-Type"
+	HeaderBodySHA256 = "Hookbridge-Body-Sha256" // lowercase hex
+	HeaderReceivedAt = "Hookbridge-Received-At" // RFC 3339 with nanoseconds
+	// HeaderOriginalSeq is set on a conflict message: the [Hooks] sequence
+	// of the original delivery it collided with.
+	HeaderOriginalSeq = "Hookbridge-Original-Seq"
+	// HeaderOriginalSHA256 is set on a conflict message: the body hash of
+	// the original delivery.
+	HeaderOriginalSHA256 = "Hookbridge-Original-Sha256"
+)
+
+// Defaults for the streams' limits.
+const (
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultHooksMaxAge     = 7 * 24 * time.Hour
+)
+
+// MsgID is the JetStream de-duplication id of a webhook: the event id
+// qualified by its source so two providers' ids cannot collide.
+func MsgID(source, eventID string) string { return source + ":" + eventID }
+
+// HookSubject is the subject a verified webhook is published on. Event
+// types may contain dots ("order.created"); each part becomes a token.
+func HookSubject(source, eventType string) string {
+	return HooksRoot + "." + source + "." + eventType
+}
+
+// HookFilter is the filter subject matching eventType from one source, or
+// from every source when source is "" or "*".
+func HookFilter(source, eventType string) string {
+	if source == "" {
+		source = "*"
+	}
+	return HooksRoot + "." + source + "." + eventType
+}
+
+// ConflictSubject is the subject of a conflict recorded by the ingress.
+func ConflictSubject(source string) string { return ConflictsRoot + "." + source }
+
+// ValidName reports whether s is safe as a source name: one subject token
+// of letters, digits, '-' and '_'.
+func ValidName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidEventType reports whether s can be published as the tail of a
+// subject: dot-separated parts, each a [ValidName]-like token. Wildcards,
+// whitespace, empty parts and control characters are refused, so an event
+// type can never make the ingress publish to an unintended subject.
+func ValidEventType(s string) bool {
+	if s == "" || len(s) > 200 {
+		return false
+	}
+	for _, part := range strings.Split(s, ".") {
+		if !ValidName(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidEventID reports whether s is acceptable as an event id: 1–255
+// printable ASCII characters without spaces. Ids are header values and
+// database keys, never subject tokens.
+func ValidEventID(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// Options tune the streams hookbridge creates.
+type Options struct {
+	Replicas        int           // 0 = 1
+	DuplicateWindow time.Duration // 0 = DefaultDuplicateWindow
+	MaxAge          time.Duration // 0 = DefaultHooksMaxAge; replays reach back this far
+	MaxBytes        int64         // 0 = unlimited
+}
+
+func (o Options) replicas() int {
+	if o.Replicas <= 0 {
+		return 1
+	}
+	return o.Replicas
+}
+
+func (o Options) window() time.Duration {
+	if o.DuplicateWindow <= 0 {
+		return DefaultDuplicateWindow
+	}
+	return o.DuplicateWindow
+}
+
+func (o Options) maxAge() time.Duration {
+	if o.MaxAge <= 0 {
+		return DefaultHooksMaxAge
+	}
+	return o.MaxAge
+}
+
+func (o Options) maxBytes() int64 {
+	if o.MaxBytes <= 0 {
+		return -1
+	}
+	return o.MaxBytes
+}
+
+// HooksConfig is the configuration of the [Hooks] stream. Retention is
+// limits-based (age/size), never work-queue: replays re-read the stream.
+func HooksConfig(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        Hooks,
+		Description: "verified incoming webhooks",
+		Subjects:    []string{HooksRoot + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		Duplicates:  o.window(),
+		MaxAge:      o.maxAge(),
+		MaxBytes:    o.maxBytes(),
+		Replicas:    o.replicas(),
+		AllowDirect: true,
+	}
+}
+
+// ConflictsConfig is the configuration of the [Conflicts] stream.
+func ConflictsConfig(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        Conflicts,
+		Description: "deliveries refused by the ingress as id conflicts",
+		Subjects:    []string{ConflictsRoot + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  o.window(),
+		MaxAge:      o.maxAge(),
+		Replicas:    o.replicas(),
+	}
+}
+
+// EventsConfig is the configuration of the outgoing [Events] stream.
+func EventsConfig(o Options) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        Events,
+		Description: "events relayed from the hookbridge outbox",
+		Subjects:    []string{EventsRoot + ".>"},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  o.window(),
+		MaxAge:      o.maxAge(),
+		MaxBytes:    o.maxBytes(),
+		Replicas:    o.replicas(),
+		AllowDirect: true,
+	}
+}
+
+// Ensure creates the stream or updates it to cfg.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
+	}
+	return s, nil
+}
+
+// EnsureIngress creates the streams the ingress publishes to.
+func EnsureIngress(ctx context.Context, js jetstream.JetStream, o Options) error {
+	_, err1 := Ensure(ctx, js, HooksConfig(o))
+	_, err2 := Ensure(ctx, js, ConflictsConfig(o))
+	return errors.Join(err1, err2)
+}

@@ -1,0 +1,183 @@
+// Package testenv gives each test real infrastructure of its own: an
+// embedded JetStream server and a fresh Postgres database. Tests using it
+// can run in parallel and be repeated; nothing is mocked.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/schema"
+)
+
+// AdminURL is the Postgres the tests create their databases in. It is
+// HOOKBRIDGE_TEST_DATABASE_URL, else the local server with trust auth.
+func AdminURL() string {
+	if u := os.Getenv("HOOKBRIDGE_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+// JetStream is a running embedded server and a client connected to it.
+type JetStream struct {
+	Server *server.Server
+	Conn   *nats.Conn
+	JS     jetstream.JetStream
+}
+
+// URL is the server's client URL (only when started with Listen).
+func (j *JetStream) URL() string { return j.Server.ClientURL() }
+
+// NATS starts an embedded JetStream server listening on a random loopback
+// port with its store in a temporary directory, and connects to it. Both
+// stop when the test ends.
+func NATS(t testing.TB) *JetStream {
+	t.Helper()
+	ns, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), Listen: true, Port: -1})
+	if err != nil {
+		t.Fatalf("start embedded nats: %v", err)
+	}
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect embedded nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return &JetStream{Server: ns, Conn: nc, JS: js}
+}
+
+// Database is a fresh database for one test.
+type Database struct {
+	Name string
+	URL  string
+	Pool *pgxpool.Pool
+}
+
+// Postgres creates an empty database for the test, with hookbridge's
+// migrations (and any extra sets) applied, and drops it when the test ends.
+// It fails the test loudly when Postgres is unreachable: a missing service
+// is an error, never a skip.
+func Postgres(t testing.TB, sets ...schema.Set) *Database {
+	t.Helper()
+	db := EmptyPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := schema.Migrate(ctx, db.Pool, append([]schema.Set{schema.Core()}, sets...)...); err != nil {
+		t.Fatalf("migrate test database: %v", err)
+	}
+	return db
+}
+
+// EmptyPostgres is [Postgres] without migrations.
+func EmptyPostgres(t testing.TB) *Database {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("postgres unreachable at %s (start it; tests never skip): %v", redact(AdminURL()), err)
+	}
+	defer admin.Close(ctx)
+
+	name := "hbtest_" + randomHex(6)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	u, err := url.Parse(AdminURL())
+	if err != nil {
+		t.Fatalf("parse admin url: %v", err)
+	}
+	u.Path = "/" + name
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatalf("connect test database: %v", err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		admin, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Errorf("drop test database: %v", err)
+			return
+		}
+		defer admin.Close(ctx)
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database %s: %v", name, err)
+		}
+	})
+	return &Database{Name: name, URL: u.String(), Pool: pool}
+}
+
+// Count runs a count(*) query and fails the test on error.
+func (d *Database) Count(t testing.TB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := d.Pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		t.Fatalf("count %q: %v", query, err)
+	}
+	return n
+}
+
+// StreamMsgs returns how many messages a stream holds.
+func (j *JetStream) StreamMsgs(t testing.TB, name string) uint64 {
+	t.Helper()
+	s, err := j.JS.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatalf("stream %s info: %v", name, err)
+	}
+	return info.State.Msgs
+}
+
+// Eventually polls cond every 10 ms until it is true or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable url)"
+	}
+	return u.Redacted()
+}
