@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,6 +235,9 @@ func identify(src Source, header http.Header, body []byte) (id, typ string, err 
 	}
 	id, _ = src.EventID.extract(header, doc)
 	typ, _ = src.EventType.extract(header, doc)
+	// Some providers use '/' in topics ("orders/create"); map it to the
+	// subject separator deterministically. Anything else unsafe is refused.
+	typ = strings.ReplaceAll(typ, "/", ".")
 	switch {
 	case id == "":
 		return "", "", errors.New("missing event id")

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hookbridge/hookbridge/bridge/verify"
 )
 
 // Field says where a value (event id or type) is found in a verified
@@ -106,4 +108,21 @@ func parseBody(body []byte) (any, error) {
 		return nil, fmt.Errorf("%w: body has trailing data after JSON", errBadRequest)
 	}
 	return doc, nil
+}
+
+// DefaultFields says where each scheme's senders put the event id and
+// type, following the providers' documentation.
+func DefaultFields(scheme string) (id, typ Field) {
+	switch scheme {
+	case verify.SchemeStandardWebhooks:
+		return Field{Header: verify.StandardHeaderID}, Field{Pointer: "/type"}
+	case verify.SchemeGitHub:
+		return Field{Header: "X-GitHub-Delivery"}, Field{Header: "X-GitHub-Event", Suffix: "/action"}
+	case verify.SchemeShopify:
+		return Field{Header: "X-Shopify-Webhook-Id"}, Field{Header: "X-Shopify-Topic"}
+	case verify.SchemeSlack:
+		return Field{Pointer: "/event_id"}, Field{Pointer: "/event/type"}
+	default: // stripe, and a starting point for hmac
+		return Field{Pointer: "/id"}, Field{Pointer: "/type"}
+	}
 }

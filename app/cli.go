@@ -1,0 +1,163 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/schema"
+)
+
+// Globals are the flags every command takes. Flags win over environment
+// variables, which win over the file, which wins over the defaults.
+type Globals struct {
+	Config      string `help:"YAML configuration file." env:"HOOKBRIDGE_CONFIG" type:"path"`
+	HTTPAddr    string `name:"http-addr" help:"HTTP listen address (env HOOKBRIDGE_HTTP_ADDR; default 127.0.0.1:8080)."`
+	DatabaseURL string `name:"database-url" help:"Postgres URL (env HOOKBRIDGE_DATABASE_URL, DATABASE_URL, PG* variables)."`
+	NATSURL     string `name:"nats-url" help:"External NATS URL; empty runs an embedded JetStream server (env HOOKBRIDGE_NATS_URL)."`
+	DataDir     string `name:"data-dir" help:"Data directory for the embedded server (env HOOKBRIDGE_DATA_DIR; default ./data)."`
+}
+
+// CLI is the hookbridge command line.
+type CLI struct {
+	Globals
+	Serve   ServeCmd   `cmd:"" help:"Run the ingress, the consumers and the outbox relay."`
+	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
+	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
+}
+
+// Env is the process's environment.
+func osEnv(key string) (string, bool) { return os.LookupEnv(key) }
+
+// runtime carries what commands need.
+type runtime struct {
+	handlers Handlers
+	stdout   io.Writer
+	stderr   io.Writer
+	env      Env
+}
+
+// Main runs the hookbridge command line with handlers and returns the exit
+// code. cmd/hookbridge calls it with [BuiltinHandlers].
+func Main(args []string, handlers Handlers) int {
+	var cli CLI
+	parser, err := kong.New(&cli,
+		kong.Name("hookbridge"),
+		kong.Description("Bridge verified webhooks through NATS JetStream into PostgreSQL with an exactly-once effect."),
+		kong.UsageOnError(),
+		kong.Exit(func(code int) { os.Exit(code) }))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		parser.FatalIfErrorf(err)
+		return 2
+	}
+	rt := &runtime{handlers: handlers, stdout: os.Stdout, stderr: os.Stderr, env: osEnv}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	if err := kctx.Run(&cli.Globals, rt); err != nil {
+		fmt.Fprintln(os.Stderr, "hookbridge:", err)
+		return 1
+	}
+	return 0
+}
+
+// load builds the effective configuration.
+func (g *Globals) load(rt *runtime) (Config, error) {
+	var cfg Config
+	if g.Config != "" {
+		var err error
+		if cfg, err = LoadFile(g.Config); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(rt.env)
+	for dst, v := range map[*string]string{&cfg.HTTPAddr: g.HTTPAddr, &cfg.DatabaseURL: g.DatabaseURL, &cfg.NATSURL: g.NATSURL, &cfg.DataDir: g.DataDir} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	if len(cfg.Sources) == 0 {
+		cfg.Sources = DefaultSources(rt.env)
+		if len(cfg.Consumers) == 0 {
+			cfg.Consumers = DefaultConsumers()
+		}
+	}
+	if err := cfg.Validate(rt.env, rt.handlers); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(cfg.LogLevel) // validated already
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return l, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// ServeCmd runs hookbridge.
+type ServeCmd struct {
+	Role []string `help:"Roles to run: ingress, consumer, relay or all (repeatable)." default:"all" enum:"ingress,consumer,relay,all"`
+}
+
+// Run implements the serve command.
+func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, rt.stderr)
+	if cfg.UsesDevSecret() {
+		log.Warn("source demo uses the built-in development secret; set HOOKBRIDGE_DEMO_SECRET or a config file before exposing this instance")
+	}
+	srv, err := NewServer(cfg, rt.handlers, c.Role, log)
+	if err != nil {
+		return err
+	}
+	return srv.Run(ctx, nil)
+}
+
+// MigrateCmd applies migrations.
+type MigrateCmd struct{}
+
+// Run implements the migrate command.
+func (c *MigrateCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.PoolURL())
+	if err != nil {
+		return fmt.Errorf("postgres config: %w", err)
+	}
+	defer pool.Close()
+	n, err := schema.Migrate(ctx, pool, migrationSets(cfg, rt.handlers)...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(rt.stdout, "applied %d migration(s)\n", n)
+	return nil
+}

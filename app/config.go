@@ -1,0 +1,339 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// DevSecret is the demo source's secret when HOOKBRIDGE_DEMO_SECRET is
+// unset. It is public: serve warns loudly when it is in use.
+const DevSecret = "whsec_ZGV2LXNlY3JldC1kby1ub3QtdXNlLWluLXByb2R1Y3Rpb24="
+
+// DefaultDatabaseURL is used when no database is configured anywhere.
+const DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// Config is hookbridge's configuration: the YAML file, with environment
+// variables and flags applied on top.
+type Config struct {
+	HTTPAddr     string        `yaml:"http_addr"`
+	DatabaseURL  string        `yaml:"database_url"`
+	NATSURL      string        `yaml:"nats_url"`
+	DataDir      string        `yaml:"data_dir"`
+	MaxBodyBytes int64         `yaml:"max_body_bytes"`
+	LogFormat    string        `yaml:"log_format"` // text or json
+	LogLevel     string        `yaml:"log_level"`  // debug, info, warn, error
+	Streams      StreamsConfig `yaml:"streams"`
+	Sources      []SourceConfig
+	Consumers    []ConsumerConfig
+	Relay        RelayConfig `yaml:"relay"`
+}
+
+// StreamsConfig tunes the JetStream streams.
+type StreamsConfig struct {
+	Replicas        int           `yaml:"replicas"`
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	MaxAge          time.Duration `yaml:"max_age"`
+	MaxBytes        int64         `yaml:"max_bytes"`
+}
+
+// SourceConfig declares one webhook sender.
+type SourceConfig struct {
+	Name        string          `yaml:"name"`
+	Scheme      string          `yaml:"scheme"`
+	Secrets     stringList      `yaml:"secrets"`
+	SecretEnv   stringList      `yaml:"secret_env"`
+	SecretFile  stringList      `yaml:"secret_file"`
+	Tolerance   time.Duration   `yaml:"tolerance"`
+	EventID     *FieldConfig    `yaml:"event_id"`
+	EventType   *FieldConfig    `yaml:"event_type"`
+	HMAC        HMACConfig      `yaml:"hmac"`
+	secretsRead []string
+}
+
+// FieldConfig says where an event id or type is found.
+type FieldConfig struct {
+	Header  string `yaml:"header"`
+	Pointer string `yaml:"pointer"`
+	Suffix  string `yaml:"suffix"`
+}
+
+// HMACConfig configures scheme "hmac".
+type HMACConfig struct {
+	Header          string        `yaml:"header"`
+	Prefix          string        `yaml:"prefix"`
+	Encoding        string        `yaml:"encoding"`
+	Algorithm       string        `yaml:"algorithm"`
+	TimestampHeader string        `yaml:"timestamp_header"`
+	Tolerance       time.Duration `yaml:"tolerance"`
+}
+
+// ConsumerConfig declares one consumer.
+type ConsumerConfig struct {
+	Name           string          `yaml:"name"`
+	Handler        string          `yaml:"handler"`
+	Sources        []string        `yaml:"sources"`
+	EventTypes     []string        `yaml:"event_types"`
+	Concurrency    int             `yaml:"concurrency"`
+	BatchSize      int             `yaml:"batch_size"`
+	BatchWait      time.Duration   `yaml:"batch_wait"`
+	AckWait        time.Duration   `yaml:"ack_wait"`
+	MaxDeliver     int             `yaml:"max_deliver"`
+	MaxAckPending  int             `yaml:"max_ack_pending"`
+	HandlerTimeout time.Duration   `yaml:"handler_timeout"`
+	Backoff        []time.Duration `yaml:"backoff"`
+}
+
+// RelayConfig tunes the outbox relay.
+type RelayConfig struct {
+	Disabled     bool          `yaml:"disabled"`
+	BatchSize    int           `yaml:"batch_size"`
+	PollInterval time.Duration `yaml:"poll_interval"`
+	MaxAttempts  int           `yaml:"max_attempts"`
+	Retention    time.Duration `yaml:"retention"`
+}
+
+// stringList accepts a YAML scalar or a sequence.
+type stringList []string
+
+func (s *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*s = []string{n.Value}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return err
+	}
+	*s = l
+	return nil
+}
+
+// LoadFile reads a YAML configuration file. Unknown keys are errors, so a
+// typo fails at start with the key and line instead of being ignored.
+func LoadFile(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF(err)) {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func errEOF(err error) error {
+	if err != nil && err.Error() == "EOF" {
+		return err
+	}
+	return errors.New("not eof")
+}
+
+// Env is how configuration reads the environment (os.LookupEnv in
+// production; a map in tests).
+type Env func(key string) (string, bool)
+
+// ApplyEnv overlays HOOKBRIDGE_* variables and fills defaults.
+func (c *Config) ApplyEnv(env Env) {
+	set := func(dst *string, keys ...string) {
+		for _, k := range keys {
+			if v, ok := env(k); ok && v != "" {
+				*dst = v
+				return
+			}
+		}
+	}
+	set(&c.HTTPAddr, "HOOKBRIDGE_HTTP_ADDR")
+	set(&c.NATSURL, "HOOKBRIDGE_NATS_URL")
+	set(&c.DataDir, "HOOKBRIDGE_DATA_DIR")
+	set(&c.LogFormat, "HOOKBRIDGE_LOG_FORMAT")
+	set(&c.LogLevel, "HOOKBRIDGE_LOG_LEVEL")
+	set(&c.DatabaseURL, "HOOKBRIDGE_DATABASE_URL", "DATABASE_URL")
+	if c.DatabaseURL == "" {
+		// pgx builds a connection from the standard PG* variables when
+		// given an empty string, so honour them if any is set.
+		for _, k := range []string{"PGHOST", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGSERVICE"} {
+			if v, ok := env(k); ok && v != "" {
+				c.DatabaseURL = "pgenv:"
+				break
+			}
+		}
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = DefaultDatabaseURL
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = bridge.DefaultMaxBodyBytes
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// PoolURL is the connection string for pgxpool ("" = PG* variables).
+func (c *Config) PoolURL() string {
+	if c.DatabaseURL == "pgenv:" {
+		return ""
+	}
+	return c.DatabaseURL
+}
+
+// UsesDevSecret reports whether the demo source runs on [DevSecret].
+func (c *Config) UsesDevSecret() bool {
+	for _, s := range c.Sources {
+		for _, v := range s.secretsRead {
+			if v == DevSecret {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// DefaultSources is the configuration used when the file declares no
+// sources: one Standard Webhooks source "demo".
+func DefaultSources(env Env) []SourceConfig {
+	secret := DevSecret
+	if v, ok := env("HOOKBRIDGE_DEMO_SECRET"); ok && v != "" {
+		secret = v
+	}
+	return []SourceConfig{{Name: "demo", Scheme: verify.SchemeStandardWebhooks, Secrets: stringList{secret}}}
+}
+
+// DefaultConsumers enables the example orders consumer for "demo".
+func DefaultConsumers() []ConsumerConfig {
+	return []ConsumerConfig{{Name: "orders", Handler: "orders", Sources: []string{"demo"}}}
+}
+
+// Validate checks the configuration, reads secrets from the environment
+// and files, and names the offending key in every error.
+func (c *Config) Validate(env Env, handlers Handlers) error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	if c.MaxBodyBytes < 0 {
+		bad("max_body_bytes", "must be positive")
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log_format", "%q is not text or json", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("log_level", "%v", err)
+	}
+	seen := map[string]bool{}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		key := fmt.Sprintf("sources[%d]", i)
+		if !stream.ValidName(s.Name) {
+			bad(key+".name", "%q must be letters, digits, '-' or '_'", s.Name)
+		}
+		if seen[s.Name] {
+			bad(key+".name", "%q declared twice", s.Name)
+		}
+		seen[s.Name] = true
+		s.secretsRead = append([]string(nil), s.Secrets...)
+		for _, name := range s.SecretEnv {
+			v, ok := env(name)
+			if !ok || v == "" {
+				bad(key+".secret_env", "environment variable %s is not set", name)
+				continue
+			}
+			s.secretsRead = append(s.secretsRead, v)
+		}
+		for _, path := range s.SecretFile {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				bad(key+".secret_file", "cannot read %s: %v", path, errors.Unwrap(err))
+				continue
+			}
+			s.secretsRead = append(s.secretsRead, strings.TrimSpace(string(b)))
+		}
+		if len(s.secretsRead) == 0 {
+			bad(key+".secrets", "no secret (set secrets, secret_env or secret_file)")
+			continue
+		}
+		if _, err := s.verifier(); err != nil {
+			bad(key+".scheme", "%v", err)
+		}
+		for name, f := range map[string]*FieldConfig{"event_id": s.EventID, "event_type": s.EventType} {
+			if f != nil {
+				if err := f.field().Validate(); err != nil {
+					bad(key+"."+name, "%v", err)
+				}
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, cc := range c.Consumers {
+		key := fmt.Sprintf("consumers[%d]", i)
+		if !stream.ValidName(cc.Name) {
+			bad(key+".name", "%q must be letters, digits, '-' or '_'", cc.Name)
+		}
+		if names[cc.Name] {
+			bad(key+".name", "%q declared twice", cc.Name)
+		}
+		names[cc.Name] = true
+		if _, ok := handlers[cc.Handler]; !ok {
+			bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
+		}
+		for _, src := range cc.Sources {
+			if !seen[src] {
+				bad(key+".sources", "%q is not a declared source", src)
+			}
+		}
+		for _, t := range cc.EventTypes {
+			if !stream.ValidEventType(t) {
+				bad(key+".event_types", "%q is not a valid event type", t)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (f *FieldConfig) field() bridge.Field {
+	return bridge.Field{Header: f.Header, Pointer: f.Pointer, Suffix: f.Suffix}
+}
+
+func (s *SourceConfig) verifier() (verify.Verifier, error) {
+	return verify.New(s.Scheme, s.secretsRead, verify.Options{Tolerance: s.Tolerance, HMAC: verify.HMACConfig(s.HMAC)})
+}
+
+// bridgeSource builds the ingress view of a validated source.
+func (s *SourceConfig) bridgeSource() (bridge.Source, error) {
+	v, err := s.verifier()
+	if err != nil {
+		return bridge.Source{}, fmt.Errorf("source %s: %w", s.Name, err)
+	}
+	id, typ := bridge.DefaultFields(s.Scheme)
+	if s.EventID != nil {
+		id = s.EventID.field()
+	}
+	if s.EventType != nil {
+		typ = s.EventType.field()
+	}
+	return bridge.Source{Name: s.Name, Verifier: v, EventID: id, EventType: typ}, nil
+}

@@ -1,0 +1,340 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/schema"
+)
+
+// Roles a serve process can run.
+const (
+	RoleIngress  = "ingress"
+	RoleConsumer = "consumer"
+	RoleRelay    = "relay"
+	RoleAll      = "all"
+)
+
+// Server is a running hookbridge process: the parts selected by its roles.
+type Server struct {
+	cfg      Config
+	handlers Handlers
+	roles    map[string]bool
+	log      *slog.Logger
+
+	embedded *server.Server
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	pool     *pgxpool.Pool
+	httpSrv  *http.Server
+	listener net.Listener
+	// relay, when set, runs the outbox relay (see relay.go).
+	relay func(ctx context.Context) error
+}
+
+// NewServer prepares a server; [Server.Run] starts it.
+func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logger) (*Server, error) {
+	s := &Server{cfg: cfg, handlers: handlers, roles: map[string]bool{}, log: logger}
+	if len(roles) == 0 {
+		roles = []string{RoleAll}
+	}
+	for _, r := range roles {
+		switch r {
+		case RoleAll:
+			s.roles[RoleIngress], s.roles[RoleConsumer], s.roles[RoleRelay] = true, true, true
+		case RoleIngress, RoleConsumer, RoleRelay:
+			s.roles[r] = true
+		default:
+			return nil, fmt.Errorf("role %q: use ingress, consumer, relay or all", r)
+		}
+	}
+	if cfg.Relay.Disabled {
+		delete(s.roles, RoleRelay)
+	}
+	return s, nil
+}
+
+// connectNATS connects to the configured NATS, or starts the embedded
+// server when no URL is set.
+func (s *Server) connectNATS() error {
+	var err error
+	if s.cfg.NATSURL == "" {
+		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream")})
+		if err != nil {
+			return err
+		}
+		s.nc, err = embedded.Connect(s.embedded)
+	} else {
+		s.nc, err = nats.Connect(s.cfg.NATSURL,
+			nats.Name("hookbridge"),
+			nats.MaxReconnects(-1),
+			nats.ReconnectWait(time.Second),
+			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+				s.log.Warn("nats disconnected", "err", err)
+			}),
+			nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }))
+	}
+	if err != nil {
+		return fmt.Errorf("connect nats: %w", err)
+	}
+	s.js, err = jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) streamOptions() stream.Options {
+	return stream.Options{
+		Replicas:        s.cfg.Streams.Replicas,
+		DuplicateWindow: s.cfg.Streams.DuplicateWindow,
+		MaxAge:          s.cfg.Streams.MaxAge,
+		MaxBytes:        s.cfg.Streams.MaxBytes,
+	}
+}
+
+// Addr is the HTTP listen address once Run has started listening.
+func (s *Server) Addr() string {
+	if s.listener == nil {
+		return ""
+	}
+	return s.listener.Addr().String()
+}
+
+// Run starts every role and blocks until ctx is cancelled; then it stops
+// intake, lets in-flight work finish and returns.
+func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
+	if err := s.connectNATS(); err != nil {
+		return err
+	}
+	defer s.closeNATS()
+	if err := stream.EnsureIngress(ctx, s.js, s.streamOptions()); err != nil {
+		return err
+	}
+	if _, err := stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions())); err != nil {
+		return err
+	}
+
+	checks := []check{{name: "nats", fn: func(ctx context.Context) error {
+		if !s.nc.IsConnected() {
+			return errors.New("not connected")
+		}
+		_, err := s.js.AccountInfo(ctx)
+		return err
+	}}}
+	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
+	if needsDB {
+		var err error
+		s.pool, err = pgxpool.New(ctx, s.cfg.PoolURL())
+		if err != nil {
+			return fmt.Errorf("postgres config: %w", err)
+		}
+		defer s.pool.Close()
+		checks = append(checks, check{name: "postgres", fn: s.pool.Ping})
+	}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /readyz", readyz(checks))
+	if s.roles[RoleIngress] {
+		h, err := s.ingress()
+		if err != nil {
+			return err
+		}
+		mux.Handle(bridge.Pattern, h)
+	}
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.listener = ln
+	s.httpSrv = &http.Server{
+		Handler: mux,
+		// Slow or endless requests are cut off instead of holding memory.
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+
+	workers := pool.New().WithErrors().WithContext(ctx)
+	workers.Go(func(context.Context) error {
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	workers.Go(func(ctx context.Context) error {
+		<-ctx.Done()
+		// Stop intake first: in-flight requests finish their publish.
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+		defer cancel()
+		return s.httpSrv.Shutdown(shutdownCtx)
+	})
+	if needsDB {
+		workers.Go(func(ctx context.Context) error { return s.runDatabaseRoles(ctx) })
+	}
+	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	err = workers.Wait()
+	s.log.Info("hookbridge stopped")
+	return err
+}
+
+// runDatabaseRoles waits for Postgres (the ingress keeps accepting in the
+// meantime), migrates, then runs the consumers and the relay.
+func (s *Server) runDatabaseRoles(ctx context.Context) error {
+	if err := s.waitAndMigrate(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	group := pool.New().WithErrors().WithContext(ctx)
+	if s.roles[RoleConsumer] {
+		consumers, err := s.consumers()
+		if err != nil {
+			return err
+		}
+		for _, c := range consumers {
+			group.Go(c.Run)
+		}
+		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
+		group.Go(rec.Run)
+	}
+	if s.roles[RoleRelay] && s.relay != nil {
+		group.Go(s.relay)
+	}
+	return group.Wait()
+}
+
+func (s *Server) waitAndMigrate(ctx context.Context) error {
+	delay := 500 * time.Millisecond
+	for {
+		_, err := schema.Migrate(ctx, s.pool, s.migrationSets()...)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.log.Warn("postgres not ready; consumers wait, ingress keeps accepting", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 30*time.Second)
+	}
+}
+
+func (s *Server) migrationSets() []schema.Set {
+	return migrationSets(s.cfg, s.handlers)
+}
+
+func migrationSets(cfg Config, handlers Handlers) []schema.Set {
+	sets := []schema.Set{schema.Core()}
+	seen := map[string]bool{}
+	for _, cc := range cfg.Consumers {
+		for _, set := range handlers[cc.Handler].Migrations {
+			if !seen[set.Name] {
+				seen[set.Name] = true
+				sets = append(sets, set)
+			}
+		}
+	}
+	return sets
+}
+
+func (s *Server) ingress() (*bridge.Handler, error) {
+	var sources []bridge.Source
+	for i := range s.cfg.Sources {
+		src, err := s.cfg.Sources[i].bridgeSource()
+		if err != nil {
+			return nil, err
+		}
+		sources = append(sources, src)
+	}
+	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.log})
+}
+
+func (s *Server) consumers() ([]*consumer.Consumer, error) {
+	var out []*consumer.Consumer
+	for _, cc := range s.cfg.Consumers {
+		spec := s.handlers[cc.Handler]
+		types := cc.EventTypes
+		if len(types) == 0 {
+			types = spec.EventTypes
+		}
+		c, err := consumer.New(s.pool, s.js, consumer.Options{
+			Name:           cc.Name,
+			Sources:        cc.Sources,
+			EventTypes:     types,
+			Handler:        spec.New(cc.Name),
+			Concurrency:    cc.Concurrency,
+			BatchSize:      cc.BatchSize,
+			BatchWait:      cc.BatchWait,
+			AckWait:        cc.AckWait,
+			MaxDeliver:     cc.MaxDeliver,
+			MaxAckPending:  cc.MaxAckPending,
+			HandlerTimeout: cc.HandlerTimeout,
+			Backoff:        cc.Backoff,
+			Logger:         s.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (s *Server) closeNATS() {
+	if s.nc != nil {
+		_ = s.nc.Drain() // flushes pending acks
+		for i := 0; i < 50 && !s.nc.IsClosed(); i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		s.nc.Close()
+	}
+	if s.embedded != nil {
+		s.embedded.Shutdown()
+		s.embedded.WaitForShutdown()
+	}
+}
+
+func (s *Server) roleList() []string {
+	var out []string
+	for r := range s.roles {
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (s *Server) natsDescription() string {
+	if s.embedded != nil {
+		return "embedded (" + filepath.Join(s.cfg.DataDir, "jetstream") + ")"
+	}
+	return s.nc.ConnectedUrlRedacted()
+}
