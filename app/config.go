@@ -48,15 +48,15 @@ type StreamsConfig struct {
 
 // SourceConfig declares one webhook sender.
 type SourceConfig struct {
-	Name        string          `yaml:"name"`
-	Scheme      string          `yaml:"scheme"`
-	Secrets     stringList      `yaml:"secrets"`
-	SecretEnv   stringList      `yaml:"secret_env"`
-	SecretFile  stringList      `yaml:"secret_file"`
-	Tolerance   time.Duration   `yaml:"tolerance"`
-	EventID     *FieldConfig    `yaml:"event_id"`
-	EventType   *FieldConfig    `yaml:"event_type"`
-	HMAC        HMACConfig      `yaml:"hmac"`
+	Name        string        `yaml:"name"`
+	Scheme      string        `yaml:"scheme"`
+	Secrets     stringList    `yaml:"secrets"`
+	SecretEnv   stringList    `yaml:"secret_env"`
+	SecretFile  stringList    `yaml:"secret_file"`
+	Tolerance   time.Duration `yaml:"tolerance"`
+	EventID     *FieldConfig  `yaml:"event_id"`
+	EventType   *FieldConfig  `yaml:"event_type"`
+	HMAC        HMACConfig    `yaml:"hmac"`
 	secretsRead []string
 }
 

@@ -223,4 +223,3 @@ func (c *Consumer) backoff(delivery uint64) time.Duration {
 	}
 	return b[delivery-1]
 }
-
