@@ -33,7 +33,8 @@ type HMACConfig struct {
 	// cannot be refused.
 	TimestampHeader string
 	// Tolerance bounds |now - timestamp|; zero means [DefaultTolerance].
-	// Only meaningful with TimestampHeader.
+	// Setting it without TimestampHeader is an error: the author expects
+	// replay protection that could not apply.
 	Tolerance time.Duration
 }
 
