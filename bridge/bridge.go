@@ -192,6 +192,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
 
+	if !h.js.Conn().IsConnected() {
+		// Fail fast: a publish now would sit in the reconnect buffer until
+		// the timeout, and the sender retries anyway.
+		return fail(http.StatusServiceUnavailable, "broker unavailable")
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
 	defer cancel()
 	ack, err := h.js.PublishMsg(ctx, msg,
