@@ -27,7 +27,9 @@ type Message struct {
 	Subject string
 	// Payload is the message body.
 	Payload []byte
-	// Header holds extra headers to publish with the message.
+	// Header holds extra headers to publish with the message. Names are
+	// printable ASCII without ':'; Nats-* names are reserved (the relay
+	// sets Nats-Msg-Id to ID); values have no line breaks.
 	Header map[string]string
 	// OrderingKey groups messages that must be published in commit order
 	// (for example an order id). Empty means no ordering constraint.
@@ -87,6 +89,11 @@ func validate(m Message) error {
 	tail, ok := strings.CutPrefix(m.Subject, stream.EventsRoot+".")
 	if !ok || !stream.ValidEventType(tail) {
 		return fmt.Errorf("enqueue %s: subject %q must be %s.<token>[.<token>…]", m.ID, m.Subject, stream.EventsRoot)
+	}
+	for k, v := range m.Header {
+		if err := checkHeader(k, v); err != nil {
+			return fmt.Errorf("enqueue %s: %w", m.ID, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,363 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgxlisten"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// NotifyChannel is the Postgres channel the outbox insert trigger notifies
+// (migration 0002) and relays listen on.
+const NotifyChannel = "hookbridge_outbox"
+
+// Defaults of [RelayOptions].
+const (
+	DefaultBatchSize      = 256
+	DefaultPollInterval   = 5 * time.Second
+	DefaultMaxAttempts    = 20
+	DefaultBackoffBase    = 500 * time.Millisecond
+	DefaultBackoffMax     = 5 * time.Minute
+	DefaultPublishTimeout = 10 * time.Second
+	DefaultRetention      = 72 * time.Hour
+	// PurgeBatchSize is how many sent rows one retention DELETE removes.
+	PurgeBatchSize = 1000
+)
+
+// ErrNotConnected is returned by [Relay.RunOnce] when the NATS connection
+// is down. The relay then claims nothing, so an outage costs no attempts.
+var ErrNotConnected = errors.New("publisher: NATS connection is not connected")
+
+// RelayOptions tune a [Relay]. Zero values mean the defaults.
+type RelayOptions struct {
+	// BatchSize is how many rows one round claims and publishes (256).
+	BatchSize int
+	// PollInterval is the safety-net poll when no NOTIFY arrives (5s).
+	PollInterval time.Duration
+	// MaxAttempts is how many failed publishes make a row 'dead' (20).
+	MaxAttempts int
+	// BackoffBase and BackoffMax bound the capped exponential backoff with
+	// jitter between attempts of one row (500ms, 5m). After an ambiguous
+	// failure (timeout, lost connection: the message may be stored) the
+	// delay is also capped at half the stream's duplicate window, so the
+	// retry is de-duplicated by JetStream instead of stored twice.
+	BackoffBase, BackoffMax time.Duration
+	// PublishTimeout bounds the wait for all PubAcks of a batch (10s).
+	PublishTimeout time.Duration
+	// Retention is how long sent rows are kept before they are deleted in
+	// batches of [PurgeBatchSize] (72h). 0 keeps the default; a negative
+	// value disables deletion.
+	Retention time.Duration
+	// Stream configures the EVENTS stream, created or updated before the
+	// first publish.
+	Stream stream.Options
+	// Logger receives the relay's logs (slog.Default()).
+	Logger *slog.Logger
+}
+
+func (o RelayOptions) withDefaults() RelayOptions {
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = DefaultBackoffBase
+	}
+	if o.BackoffMax <= 0 {
+		o.BackoffMax = DefaultBackoffMax
+	}
+	if o.BackoffMax < o.BackoffBase {
+		o.BackoffMax = o.BackoffBase
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Relay publishes committed outbox rows to JetStream. Any number of relays
+// may run against one database; see docs/OUTBOX.md.
+type Relay struct {
+	pool *pgxpool.Pool
+	js   jetstream.JetStream // stream management
+	pub  jetstream.JetStream // publishing: a private async-publish context
+	opts RelayOptions
+	log  *slog.Logger
+
+	ensured atomic.Bool
+	running atomic.Bool
+	hooks   testHooks
+}
+
+// testHooks let tests inject failures; set only from export_test.go.
+type testHooks struct {
+	// beforePublish, when it returns an error, fails that row as if its
+	// publish had been refused; nothing is sent.
+	beforePublish func(eventID string) error
+	// afterPublish runs after the batch's PubAcks were awaited and before
+	// the outcome is written; an error rolls the transaction back, as if
+	// the relay had crashed right there.
+	afterPublish func(eventIDs []string) error
+	// acked is called for every PubAck the relay receives.
+	acked func(eventID string, ack *jetstream.PubAck)
+	// listening is called each time the LISTEN connection is (re)established.
+	listening func()
+}
+
+// NewRelay returns a relay that claims rows through pool and publishes them
+// with js. Publishing uses a private async-publish context on js's
+// connection, so its PubAck bookkeeping is not shared with other users of
+// js; stream management uses js itself.
+func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Relay {
+	opts = opts.withDefaults()
+	r := &Relay{pool: pool, js: js, pub: js, opts: opts, log: opts.Logger.With("component", "outbox-relay")}
+	if nc := js.Conn(); nc != nil {
+		pub, err := jetstream.New(nc,
+			// Abandoned futures (PubAck never came) are dropped by the
+			// library after this long instead of accumulating.
+			jetstream.WithPublishAsyncTimeout(opts.PublishTimeout),
+			jetstream.WithPublishAsyncMaxPending(max(4000, 4*opts.BatchSize)))
+		if err == nil {
+			r.pub = pub
+		} else {
+			r.log.Warn("private publish context unavailable, sharing the caller's", "err", err)
+		}
+	}
+	return r
+}
+
+// Run relays until ctx is done and returns nil then. It wakes on the
+// outbox NOTIFY, keeps claiming while rows are ready, sleeps until the next
+// retry is due or PollInterval passes, and deletes old sent rows. Errors
+// (database or NATS unavailable) are logged and retried with backoff.
+func (r *Relay) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("publisher: relay is already running")
+	}
+	defer r.running.Store(false)
+
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+
+	var wg conc.WaitGroup
+	bg, stop := context.WithCancel(ctx)
+	defer wg.Wait()
+	defer stop()
+	wg.Go(func() { r.listen(bg, poke) })
+	if r.opts.Retention > 0 {
+		wg.Go(func() { r.retain(bg) })
+	}
+	if r.pub != r.js {
+		defer r.pub.CleanupPublisher()
+	}
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	failures := 0
+	for {
+		res, err := r.round(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var wait time.Duration
+		switch {
+		case err != nil:
+			failures++
+			wait = min(r.backoff(failures), r.opts.PollInterval)
+			lvl := slog.LevelWarn
+			if errors.Is(err, ErrNotConnected) && failures > 1 {
+				lvl = slog.LevelDebug
+			}
+			r.log.Log(ctx, lvl, "outbox round failed", "err", err, "retry_in", wait)
+		case res.progress():
+			failures = 0
+			continue // keep draining while rows are ready
+		default:
+			failures = 0
+			wait = r.opts.PollInterval
+			if d, ok, err := r.nextDue(ctx); err == nil && ok && d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// RunOnce runs one claim-and-publish round and returns how many rows it
+// marked sent. Rows whose publish failed are rescheduled (or made dead)
+// and are not an error; an error means the round itself failed (database,
+// NATS connection, stream creation) and nothing was written.
+func (r *Relay) RunOnce(ctx context.Context) (published int, err error) {
+	res, err := r.round(ctx)
+	return res.published, err
+}
+
+// backoff is the capped exponential delay with jitter for the n-th
+// consecutive failure (n >= 1): half of it fixed, half random.
+func (r *Relay) backoff(n int) time.Duration {
+	d := r.opts.BackoffBase
+	for i := 1; i < n && d < r.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	d = min(d, r.opts.BackoffMax)
+	half := d / 2
+	return half + rand.N(half+1)
+}
+
+// retryDelay is the delay before the next attempt of a row that has now
+// failed `attempts` times.
+func (r *Relay) retryDelay(attempts int, ambiguous bool) time.Duration {
+	d := r.backoff(attempts)
+	if ambiguous {
+		// The message may be stored: retry inside the duplicate window so
+		// JetStream recognises the Nats-Msg-Id instead of storing it twice.
+		window := r.opts.Stream.DuplicateWindow
+		if window <= 0 {
+			window = stream.DefaultDuplicateWindow
+		}
+		d = min(d, window/2)
+	}
+	return d
+}
+
+// nextDue is how long until the earliest pending row that is not yet due
+// becomes due.
+func (r *Relay) nextDue(ctx context.Context) (time.Duration, bool, error) {
+	var ms *int64
+	err := r.pool.QueryRow(ctx, `
+		SELECT ceil(extract(epoch FROM min(next_attempt_at) - clock_timestamp()) * 1000)::bigint
+		FROM hookbridge.outbox
+		WHERE status = 'pending' AND next_attempt_at > clock_timestamp()`).Scan(&ms)
+	if err != nil || ms == nil {
+		return 0, false, err
+	}
+	return time.Duration(*ms) * time.Millisecond, true, nil
+}
+
+// listen keeps a LISTEN connection open (reconnecting as needed) and pokes
+// on every notification and after every (re)connect, since notifications
+// sent while it was down are lost.
+func (r *Relay) listen(ctx context.Context, poke func()) {
+	l := &pgxlisten.Listener{
+		Connect: func(ctx context.Context) (*pgx.Conn, error) {
+			c, err := r.pool.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return c.Hijack(), nil
+		},
+		LogError: func(ctx context.Context, err error) {
+			if ctx.Err() == nil {
+				r.log.Warn("outbox listener", "err", err)
+			}
+		},
+		ReconnectDelay: min(time.Second, r.opts.PollInterval),
+	}
+	l.Handle(NotifyChannel, wakeHandler{poke: poke, listening: r.hooks.listening})
+	_ = l.Listen(ctx) // returns only when ctx is done
+}
+
+type wakeHandler struct {
+	poke      func()
+	listening func()
+}
+
+func (h wakeHandler) HandleNotification(context.Context, *pgconn.Notification, *pgx.Conn) error {
+	h.poke()
+	return nil
+}
+
+// HandleBacklog runs right after LISTEN succeeds: rows committed while no
+// one listened are picked up by the round it triggers.
+func (h wakeHandler) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	if h.listening != nil {
+		h.listening()
+	}
+	h.poke()
+	return nil
+}
+
+// retain deletes old sent rows now and then.
+func (r *Relay) retain(ctx context.Context) {
+	interval := min(max(r.opts.Retention/10, time.Minute), time.Hour)
+	for {
+		n, err := r.PurgeSent(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("outbox retention failed", "err", err)
+		} else if n > 0 {
+			r.log.Info("outbox retention deleted sent rows", "rows", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// PurgeSent deletes sent rows older than Retention, [PurgeBatchSize] rows
+// per statement (each its own short transaction, skipping rows another
+// purger holds) until none are left, and returns how many it deleted.
+// Pending and dead rows are never deleted. With a negative Retention it
+// does nothing.
+func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
+	if r.opts.Retention < 0 {
+		return 0, nil
+	}
+	var total int64
+	for {
+		tag, err := r.pool.Exec(ctx, `
+			DELETE FROM hookbridge.outbox
+			WHERE id IN (
+				SELECT id FROM hookbridge.outbox
+				WHERE status = 'sent' AND sent_at < clock_timestamp() - $1 * interval '1 microsecond'
+				ORDER BY sent_at
+				LIMIT $2
+				FOR UPDATE SKIP LOCKED)`,
+			r.opts.Retention.Microseconds(), PurgeBatchSize)
+		if err != nil {
+			return total, fmt.Errorf("purge sent outbox rows: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < PurgeBatchSize {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,681 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/publisher"
+)
+
+func TestRunOncePublishesWithMsgIDAndHeaders(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	m := msg("ev-1", "")
+	m.Header = map[string]string{"Content-Type": "text/plain", "X-Trace": "abc"}
+	enqueue(t, db.Pool, m)
+	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	n, err := r.RunOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
+	}
+	got := eventsMsgs(t, ns.JS)
+	if len(got) != 1 {
+		t.Fatalf("stream holds %d msgs, want 1", len(got))
+	}
+	g := got[0]
+	if g.id != "ev-1" || g.subject != "events.test.created" || g.data != "payload of ev-1" ||
+		g.header.Get("Content-Type") != "text/plain" || g.header.Get("X-Trace") != "abc" {
+		t.Fatalf("stored message = %+v", g)
+	}
+	s := row(t, db, "ev-1")
+	if s.status != "sent" || s.streamSeq == nil || uint64(*s.streamSeq) != g.seq || s.attempts != 0 {
+		t.Fatalf("row = %+v, want sent with stream_seq %d", s, g.seq)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE sent_at IS NOT NULL`); n != 1 {
+		t.Fatalf("sent_at not set")
+	}
+	// Nothing left: a second round publishes nothing.
+	if n, err := r.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("second RunOnce = %d, %v", n, err)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 1 {
+		t.Fatalf("stream holds %d msgs after second round", got)
+	}
+}
+
+// Proof 3: a failure before publishing leaves the row pending with one
+// attempt counted and nothing in the stream.
+func TestFailureBeforePublish(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	enqueue(t, db.Pool, msg("ev-1", ""))
+	opts := fastOpts()
+	opts.BackoffBase, opts.BackoffMax = time.Minute, time.Minute
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	publisher.SetBeforePublish(r, func(string) error { return errors.New("injected: broker refused") })
+
+	n, err := r.RunOnce(ctx)
+	if err != nil || n != 0 {
+		t.Fatalf("RunOnce = %d, %v; want 0, nil", n, err)
+	}
+	s := row(t, db, "ev-1")
+	if s.status != "pending" || s.attempts != 1 || s.lastError == nil || !strings.Contains(*s.lastError, "injected") || s.streamSeq != nil {
+		t.Fatalf("row = %+v, want pending, attempts 1, last_error set", s)
+	}
+	// Backoff: 1m with jitter, so due in [30s, 60s].
+	if s.dueIn < 25*time.Second || s.dueIn > 61*time.Second {
+		t.Fatalf("next attempt in %s, want 30s..60s", s.dueIn)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 0 {
+		t.Fatalf("stream holds %d msgs, want 0", got)
+	}
+	// Not due: another round does not touch it.
+	publisher.SetBeforePublish(r, nil)
+	if n, err := r.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("RunOnce before due = %d, %v", n, err)
+	}
+	if s := row(t, db, "ev-1"); s.attempts != 1 || s.status != "pending" {
+		t.Fatalf("row touched before due: %+v", s)
+	}
+}
+
+// Proof 4: the relay "crashes" after the PubAck but before marking the row
+// sent. The retry publishes the same Nats-Msg-Id, JetStream drops it as a
+// duplicate, and the row ends sent with the original sequence.
+func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	enqueue(t, db.Pool, msg("ev-1", ""))
+	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	crash := errors.New("injected crash")
+	publisher.SetAfterPublish(r, func(ids []string) error {
+		if !slices.Equal(ids, []string{"ev-1"}) {
+			t.Errorf("acked before crash: %v", ids)
+		}
+		return crash
+	})
+	var acks []*jetstream.PubAck
+	publisher.SetAcked(r, func(_ string, a *jetstream.PubAck) { acks = append(acks, a) })
+
+	if _, err := r.RunOnce(ctx); !errors.Is(err, crash) {
+		t.Fatalf("RunOnce err = %v, want the crash", err)
+	}
+	if s := row(t, db, "ev-1"); s.status != "pending" || s.attempts != 0 || s.streamSeq != nil {
+		t.Fatalf("after crash row = %+v, want untouched pending", s)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 1 {
+		t.Fatalf("stream holds %d msgs after crash, want 1", got)
+	}
+
+	publisher.SetAfterPublish(r, nil)
+	n, err := r.RunOnce(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("retry RunOnce = %d, %v", n, err)
+	}
+	if len(acks) != 2 || acks[0].Duplicate || !acks[1].Duplicate || acks[0].Sequence != acks[1].Sequence {
+		t.Fatalf("acks = %+v %+v, want the retry to be a duplicate of the first", acks[0], acks[len(acks)-1])
+	}
+	got := eventsMsgs(t, ns.JS)
+	if len(got) != 1 || got[0].id != "ev-1" {
+		t.Fatalf("stream = %+v, want exactly ev-1 once", got)
+	}
+	if s := row(t, db, "ev-1"); s.status != "sent" || s.streamSeq == nil || uint64(*s.streamSeq) != got[0].seq {
+		t.Fatalf("row = %+v, want sent at seq %d", s, got[0].seq)
+	}
+}
+
+// Proof 5: several relays over one database publish every row exactly
+// once, in key_seq order per ordering key.
+func TestRelaysRace(t *testing.T) {
+	t.Parallel()
+	for _, relays := range []int{2, 4} {
+		t.Run(fmt.Sprintf("relays=%d", relays), func(t *testing.T) {
+			t.Parallel()
+			raceRelays(t, relays, 1000)
+		})
+	}
+}
+
+func raceRelays(t *testing.T, relays, rows int) {
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+
+	var mu sync.Mutex
+	acked := map[string]int{}
+	perRelay := make([]int, relays)
+	for i := range relays {
+		opts := fastOpts()
+		opts.BatchSize = 64
+		r := publisher.NewRelay(db.Pool, connect(t, ns.URL()), opts)
+		publisher.SetAcked(r, func(id string, _ *jetstream.PubAck) {
+			mu.Lock()
+			acked[id]++
+			perRelay[i]++
+			mu.Unlock()
+		})
+		runRelay(t, r)
+	}
+
+	// Writers commit while the relays run: 10 writers, 10 rows per
+	// transaction, half of the rows on 20 ordering keys.
+	const writers, perTx = 10, 10
+	all := ids("race", rows)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w * perTx; i < rows; i += writers * perTx {
+				var batch []publisher.Message
+				for j := i; j < i+perTx && j < rows; j++ {
+					key := ""
+					if j%2 == 0 {
+						key = fmt.Sprintf("key-%d", j%40)
+					}
+					batch = append(batch, msg(all[j], key))
+				}
+				enqueue(t, db.Pool, batch...)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); n != rows {
+		t.Fatalf("outbox rows = %d, want %d", n, rows)
+	}
+	testenv.Eventually(t, time.Minute, "all rows sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == rows
+	})
+
+	if got := ns.StreamMsgs(t, stream.Events); got != uint64(rows) {
+		t.Fatalf("stream holds %d msgs, want %d", got, rows)
+	}
+	msgs := eventsMsgs(t, ns.JS)
+	seen := map[string]uint64{}
+	for _, m := range msgs {
+		if _, dup := seen[m.id]; dup {
+			t.Fatalf("event %s stored twice", m.id)
+		}
+		seen[m.id] = m.seq
+	}
+	mu.Lock()
+	for _, id := range all {
+		if _, ok := seen[id]; !ok {
+			t.Errorf("event %s missing from the stream", id)
+		}
+		if acked[id] != 1 {
+			t.Errorf("event %s published %d times, want once", id, acked[id])
+		}
+	}
+	t.Logf("rows published per relay: %v", perRelay)
+	mu.Unlock()
+
+	// stream_seq recorded for every row matches the stored message, and per
+	// ordering key the stream order is key_seq order.
+	rs, err := db.Pool.Query(context.Background(), `
+		SELECT event_id, stream_seq, coalesce(ordering_key, '') FROM hookbridge.outbox ORDER BY ordering_key, key_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	lastSeq := map[string]uint64{}
+	for rs.Next() {
+		var id, key string
+		var seq int64
+		if err := rs.Scan(&id, &seq, &key); err != nil {
+			t.Fatal(err)
+		}
+		if uint64(seq) != seen[id] {
+			t.Errorf("row %s: stream_seq %d, stream has it at %d", id, seq, seen[id])
+		}
+		if key != "" {
+			if seen[id] < lastSeq[key] {
+				t.Errorf("key %s: %s stored at %d, before an earlier row at %d", key, id, seen[id], lastSeq[key])
+			}
+			lastSeq[key] = seen[id]
+		}
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Proof 6: NATS goes away while rows are pending and being added, and comes
+// back on the same store and port. The relay backs off, loses nothing,
+// stores nothing twice, and drains.
+func TestBrokerOutage(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	dir := t.TempDir()
+	start := func(port int) *natsServer {
+		ns, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true, Port: port})
+		if err != nil {
+			t.Fatalf("start nats: %v", err)
+		}
+		s := &natsServer{ns: ns}
+		t.Cleanup(s.stop)
+		return s
+	}
+	srv := start(-1)
+	port := srv.ns.Addr().(*net.TCPAddr).Port
+	js := connect(t, srv.ns.ClientURL())
+
+	opts := fastOpts()
+	opts.BatchSize = 16
+	opts.PublishTimeout = time.Second
+	r := publisher.NewRelay(db.Pool, js, opts)
+	const total = 300
+	all := ids("outage", total)
+	// The broker dies in the middle of a batch, just before the 101st row
+	// is published: that row and the rest of its wave are in flight.
+	down := make(chan struct{})
+	var once sync.Once
+	publisher.SetBeforePublish(r, func(id string) error {
+		if id == all[100] {
+			once.Do(func() {
+				srv.stop()
+				close(down)
+			})
+		}
+		return nil
+	})
+	runRelay(t, r)
+
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 0; i < total; i += 6 { // 6 rows per transaction
+			var batch []publisher.Message
+			for j := i; j < i+6; j++ {
+				key := ""
+				if j%3 == 0 {
+					key = fmt.Sprintf("k%d", j%5)
+				}
+				batch = append(batch, msg(all[j], key))
+			}
+			enqueue(t, db.Pool, batch...)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-down:
+	case <-time.After(time.Minute):
+		t.Fatal("the broker was never stopped")
+	}
+	time.Sleep(time.Second) // rows keep coming while NATS is down
+	t.Logf("broker down; %d rows sent before", db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status='sent'`))
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'`); n == 0 {
+		t.Fatalf("no pending rows during the outage: the test would prove nothing")
+	}
+	start(port)
+	<-written
+	testenv.Eventually(t, time.Minute, "all rows sent after the broker returned", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == total
+	})
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'dead'`); n != 0 {
+		t.Fatalf("%d dead rows", n)
+	}
+	msgs := eventsMsgs(t, js)
+	if len(msgs) != total {
+		t.Fatalf("stream holds %d msgs, want %d", len(msgs), total)
+	}
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		if seen[m.id] {
+			t.Fatalf("%s stored twice", m.id)
+		}
+		seen[m.id] = true
+	}
+	retried := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE attempts > 0`)
+	t.Logf("rows retried: %d", retried)
+	if retried == 0 {
+		t.Fatalf("no row was in flight when the broker died")
+	}
+}
+
+type natsServer struct {
+	once sync.Once
+	ns   interface {
+		Shutdown()
+		WaitForShutdown()
+		Addr() net.Addr
+		ClientURL() string
+	}
+}
+
+func (s *natsServer) stop() {
+	s.once.Do(func() {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	})
+}
+
+// Proof 7: a row that can never be stored (no stream listens on its
+// subject: "no responders") goes dead after MaxAttempts, keeps its error,
+// is counted, and is neither retried nor deleted afterwards.
+func TestAlwaysFailingRowGoesDead(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	// Enqueue only accepts events.* subjects; a row written by hand can
+	// name a subject no stream captures.
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload) VALUES ('orphan-1', 'orphan.created', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, db.Pool, msg("fine-1", ""))
+	opts := fastOpts()
+	opts.MaxAttempts = 3
+	opts.BackoffBase, opts.BackoffMax = time.Millisecond, 5*time.Millisecond
+	opts.Retention = time.Nanosecond
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+
+	for i := 0; ; i++ {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if row(t, db, "orphan-1").status == "dead" {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("row not dead after %d rounds: %+v", i, row(t, db, "orphan-1"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s := row(t, db, "orphan-1")
+	if s.attempts != 3 || s.lastError == nil || !strings.Contains(*s.lastError, "no response") {
+		t.Fatalf("dead row = %+v (last_error %q), want 3 attempts and a no-responders error", s, deref(s.lastError))
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 1 {
+		t.Fatalf("stream holds %d msgs, want only fine-1", got)
+	}
+	time.Sleep(10 * time.Millisecond)
+	for range 3 {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := row(t, db, "orphan-1"); s.attempts != 3 || s.status != "dead" {
+		t.Fatalf("dead row retried: %+v", s)
+	}
+	// Retention never deletes dead rows, even with a tiny retention.
+	if _, err := r.PurgeSent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := publisher.OutboxStats(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead != 1 || st.Pending != 0 || st.Sent != 0 {
+		t.Fatalf("stats = %+v, want 1 dead, the sent row purged", st)
+	}
+}
+
+// A row the relay can never publish (malformed headers written by hand)
+// goes dead at once instead of being retried MaxAttempts times.
+func TestMalformedRowDeadAtOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload, headers)
+		VALUES ('bad-1', 'events.x', 'x', '{"n": 1}'), ('bad-2', 'events.x', 'x', '{"Nats-Msg-Id": "y"}')`); err != nil {
+		t.Fatal(err)
+	}
+	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"bad-1", "bad-2"} {
+		if s := row(t, db, id); s.status != "dead" || s.attempts != 1 || s.lastError == nil {
+			t.Fatalf("%s = %+v, want dead after one attempt", id, s)
+		}
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 0 {
+		t.Fatalf("stream holds %d msgs", got)
+	}
+}
+
+// Proof 8: a committed row is published within milliseconds thanks to
+// LISTEN/NOTIFY, although the poll interval is a minute.
+func TestNotifyLatency(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+
+	opts := fastOpts()
+	opts.PollInterval = time.Minute
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	listening := make(chan struct{}, 10)
+	publisher.SetListening(r, func() { listening <- struct{}{} })
+	runRelay(t, r)
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("relay never listened")
+	}
+
+	var worst time.Duration
+	for i := range 5 {
+		time.Sleep(100 * time.Millisecond) // let the relay go idle
+		id := fmt.Sprintf("ev-%d", i)
+		start := time.Now()
+		enqueue(t, db.Pool, msg(id, ""))
+		testenv.Eventually(t, 5*time.Second, id+" sent", func() bool {
+			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = $1 AND status = 'sent'`, id) == 1
+		})
+		worst = max(worst, time.Since(start))
+	}
+	t.Logf("worst commit-to-sent latency: %s (poll interval %s)", worst, opts.PollInterval)
+	if worst > 2*time.Second {
+		t.Fatalf("latency %s: NOTIFY did not wake the relay", worst)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 5 {
+		t.Fatalf("stream holds %d msgs, want 5", got)
+	}
+}
+
+// Proof 9: retention deletes only sent rows older than Retention.
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	// 2,500 old sent rows (more than two purge batches), 10 recent sent
+	// rows, and old pending and dead rows.
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, sent_at, created_at)
+		SELECT 'old-' || i, 'events.x', 'x', 'sent', now() - interval '4 days', now() - interval '4 days'
+		FROM generate_series(1, 2500) i;
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, sent_at)
+		SELECT 'new-' || i, 'events.x', 'x', 'sent', now() - interval '1 hour' FROM generate_series(1, 10) i;
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, created_at, next_attempt_at)
+		VALUES ('old-pending', 'events.x', 'x', 'pending', now() - interval '5 days', now() + interval '1 hour');
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, created_at, last_error)
+		VALUES ('old-dead', 'events.x', 'x', 'dead', now() - interval '5 days', 'gave up')`); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOpts()
+	opts.Retention = 72 * time.Hour
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	n, err := r.PurgeSent(ctx)
+	if err != nil || n != 2500 {
+		t.Fatalf("PurgeSent = %d, %v; want 2500", n, err)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id LIKE 'old-%'`); got != 2 {
+		t.Fatalf("old rows left = %d, want the pending and the dead one", got)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id LIKE 'new-%'`); got != 10 {
+		t.Fatalf("recent sent rows left = %d, want 10", got)
+	}
+	st, err := publisher.OutboxStats(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 1 || st.Dead != 1 || st.Sent != 10 || st.OldestPending < 119*time.Hour {
+		t.Fatalf("stats = %+v", st)
+	}
+
+	// Run purges on its own at start; a negative retention disables it.
+	if _, err := db.Pool.Exec(ctx, `UPDATE hookbridge.outbox SET sent_at = now() - interval '4 days' WHERE event_id LIKE 'new-%'`); err != nil {
+		t.Fatal(err)
+	}
+	off := opts
+	off.Retention = -1
+	if n, err := publisher.NewRelay(db.Pool, ns.JS, off).PurgeSent(ctx); err != nil || n != 0 {
+		t.Fatalf("disabled PurgeSent = %d, %v", n, err)
+	}
+	runRelay(t, r)
+	testenv.Eventually(t, 10*time.Second, "Run to purge", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 0
+	})
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); got != 2 {
+		t.Fatalf("rows left = %d, want the pending and the dead one", got)
+	}
+}
+
+// Rows of one ordering key are stored in commit order even when the first
+// one fails: later rows of the key wait for it, other keys do not.
+func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	enqueue(t, db.Pool, msg("a-1", "A"), msg("b-1", "B"))
+	enqueue(t, db.Pool, msg("a-2", "A"), msg("free-1", ""))
+	enqueue(t, db.Pool, msg("a-3", "A"), msg("b-2", "B"))
+
+	opts := fastOpts()
+	opts.BackoffBase, opts.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	var failed atomic.Bool
+	publisher.SetBeforePublish(r, func(id string) error {
+		if id == "a-1" && failed.CompareAndSwap(false, true) {
+			return errors.New("injected")
+		}
+		return nil
+	})
+	n, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("first round published %d, want b-1, b-2, free-1", n)
+	}
+	for _, id := range []string{"a-2", "a-3"} {
+		s := row(t, db, id)
+		if s.status != "pending" || s.attempts != 0 || s.dueIn < 100*time.Millisecond {
+			t.Fatalf("%s = %+v, want pending, untried, deferred behind a-1", id, s)
+		}
+	}
+	got := func() []string {
+		var out []string
+		for _, m := range eventsMsgs(t, ns.JS) {
+			out = append(out, m.id)
+		}
+		return out
+	}
+	if g := got(); !slices.Equal(g, []string{"b-1", "free-1", "b-2"}) {
+		t.Fatalf("stream after first round = %v", g)
+	}
+	testenv.Eventually(t, 10*time.Second, "key A drained", func() bool {
+		if _, err := r.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 6
+	})
+	if g := got(); !slices.Equal(g, []string{"b-1", "free-1", "b-2", "a-1", "a-2", "a-3"}) {
+		t.Fatalf("stream = %v, want key A in order after B", g)
+	}
+}
+
+// A dead row does not block its key forever: later rows go on.
+func TestDeadHeadUnblocksKey(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	enqueue(t, db.Pool, msg("a-1", "A"))
+	enqueue(t, db.Pool, msg("a-2", "A"))
+	opts := fastOpts()
+	opts.MaxAttempts = 1
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	publisher.SetBeforePublish(r, func(id string) error {
+		if id == "a-1" {
+			return errors.New("injected")
+		}
+		return nil
+	})
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := row(t, db, "a-1"); s.status != "dead" {
+		t.Fatalf("a-1 = %+v", s)
+	}
+	if n, err := r.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce = %d, %v; want a-2 published", n, err)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 1 {
+		t.Fatalf("stream holds %d", got)
+	}
+}
+
+// A relay whose NATS connection is down claims nothing, so an outage
+// costs no attempts.
+func TestNotConnectedClaimsNothing(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+	enqueue(t, db.Pool, msg("ev-1", ""))
+
+	nc, err := nats.Connect(ns.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	r := publisher.NewRelay(db.Pool, js, fastOpts())
+	if _, err := r.RunOnce(ctx); !errors.Is(err, publisher.ErrNotConnected) {
+		t.Fatalf("RunOnce err = %v, want ErrNotConnected", err)
+	}
+	if s := row(t, db, "ev-1"); s.attempts != 0 || s.status != "pending" {
+		t.Fatalf("row = %+v", s)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}

@@ -1,0 +1,592 @@
+package publisher
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// outRow is one claimed outbox row.
+type outRow struct {
+	id          int64
+	eventID     string
+	subject     string
+	headers     []byte
+	payload     []byte
+	key         *string
+	keySeq      *int64
+	attempts    int
+	nextAttempt time.Time
+}
+
+const rowColumns = `id, event_id, subject, headers::text, payload, ordering_key, key_seq, attempts, next_attempt_at`
+
+func scanRows(rows pgx.Rows) ([]*outRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*outRow, error) {
+		var o outRow
+		var headers string
+		err := row.Scan(&o.id, &o.eventID, &o.subject, &headers, &o.payload, &o.key, &o.keySeq, &o.attempts, &o.nextAttempt)
+		o.headers = []byte(headers)
+		if o.key != nil && *o.key == "" {
+			o.key = nil
+		}
+		return &o, err
+	})
+}
+
+// roundResult counts what one round did.
+type roundResult struct {
+	claimed   int // rows locked by the claim (including extra key heads)
+	published int // rows marked sent
+	failed    int // rows whose attempt failed (rescheduled or dead)
+	deferred  int // rows pushed behind a key head that is backing off
+}
+
+// progress reports whether another round right away may find more work.
+func (r roundResult) progress() bool { return r.published+r.failed+r.deferred > 0 }
+
+// failure is a failed publish attempt of one row.
+type failure struct {
+	row       *outRow
+	err       error
+	permanent bool // can never succeed: the row goes dead now
+	ambiguous bool // the message may have been stored
+}
+
+// outcome is what publishing a batch produced.
+type outcome struct {
+	sent    []*outRow
+	seqs    []int64
+	fails   []failure
+	blocked []blockedRow // rows left behind a failed row of their key
+}
+
+type blockedRow struct {
+	row     *outRow
+	blocker int64 // id of the earlier row of the same key
+}
+
+// round claims up to BatchSize due rows, publishes them and records the
+// outcome, all in one transaction: a relay that dies mid-round releases its
+// claim with its connection, and the rows are published again (same
+// Nats-Msg-Id) by whoever claims them next.
+func (r *Relay) round(ctx context.Context) (roundResult, error) {
+	var res roundResult
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if nc := r.pub.Conn(); nc != nil && !nc.IsConnected() {
+		return res, ErrNotConnected
+	}
+	if !r.ensured.Load() {
+		ectx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
+		_, err := stream.Ensure(ectx, r.js, stream.EventsConfig(r.opts.Stream))
+		cancel()
+		if err != nil {
+			return res, err
+		}
+		r.ensured.Store(true)
+	}
+
+	// Once rows are claimed the round finishes even if ctx is cancelled:
+	// marking what was published saves republishing it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout+30*time.Second)
+	defer cancel()
+
+	tx, err := r.pool.Begin(rctx)
+	if err != nil {
+		return res, fmt.Errorf("outbox claim: begin: %w", err)
+	}
+	defer tx.Rollback(rctx) //nolint:errcheck // no-op after commit
+
+	rows, err := r.claim(rctx, tx)
+	if err != nil {
+		return res, err
+	}
+	res.claimed = len(rows)
+	if len(rows) == 0 {
+		return res, tx.Commit(rctx)
+	}
+	chains, deferred, extra, err := r.plan(rctx, tx, rows)
+	if err != nil {
+		return res, err
+	}
+	res.claimed += extra
+
+	out := r.publish(chains)
+	if h := r.hooks.afterPublish; h != nil {
+		ids := make([]string, 0, len(out.sent))
+		for _, o := range out.sent {
+			ids = append(ids, o.eventID)
+		}
+		if err := h(ids); err != nil {
+			return res, err
+		}
+	}
+	deferred = append(deferred, out.blocked...)
+	nDeferred, err := r.record(rctx, tx, out, deferred)
+	if err != nil {
+		return res, err
+	}
+	if err := tx.Commit(rctx); err != nil {
+		return res, fmt.Errorf("outbox: commit round: %w", err)
+	}
+	res.published = len(out.sent)
+	res.failed = len(out.fails)
+	res.deferred = nDeferred
+	r.logOutcome(ctx, out)
+	return res, nil
+}
+
+// claim locks up to BatchSize due pending rows, oldest due first. SKIP
+// LOCKED lets concurrent relays take disjoint rows without waiting.
+func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
+	// A relay stuck with an open transaction (hung process, partition)
+	// loses its session and with it the claim.
+	idle := r.opts.PublishTimeout + 30*time.Second
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, fmt.Sprint(idle.Milliseconds()))
+	b.Queue(`SELECT `+rowColumns+`
+		FROM hookbridge.outbox
+		WHERE status = 'pending' AND next_attempt_at <= now()
+		ORDER BY next_attempt_at, id
+		LIMIT $1
+		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("outbox claim: %w", err)
+	}
+	rs, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("outbox claim: %w", err)
+	}
+	rows, err := scanRows(rs)
+	if err != nil {
+		return nil, fmt.Errorf("outbox claim: %w", err)
+	}
+	return rows, br.Close()
+}
+
+// plan turns the claimed rows into publish chains: every unkeyed row is a
+// chain of its own; the rows of one ordering key form one chain in key_seq
+// order, and only if the chain starts at the key's oldest pending row and
+// has no gap. Rows of a key that cannot be published now stay claimed but
+// untouched, or are deferred to their blocker's next attempt when the
+// blocker is backing off (so they stop filling the front of the queue).
+func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][]*outRow, deferred []blockedRow, extra int, err error) {
+	mine := make(map[int64]*outRow, len(rows))
+	perKey := map[string]int{}
+	for _, o := range rows {
+		mine[o.id] = o
+		if o.key == nil {
+			chains = append(chains, []*outRow{o})
+		} else {
+			perKey[*o.key]++
+		}
+	}
+	if len(perKey) == 0 {
+		return chains, nil, 0, nil
+	}
+
+	// The first pending rows of each key, as many as we claimed of it.
+	// This statement has a fresh snapshot: rows of the key that another
+	// relay marked sent meanwhile are gone from it, and any row of the key
+	// visible at claim time is still here (key_seq is commit order, so a
+	// row committed since cannot sort before one we claimed).
+	keys := make([]string, 0, len(perKey))
+	counts := make([]int32, 0, len(perKey))
+	for k, n := range perKey {
+		keys = append(keys, k)
+		counts = append(counts, int32(n))
+	}
+	type head struct {
+		id   int64
+		due  bool
+		next time.Time
+	}
+	heads := map[string][]head{}
+	hr, err := tx.Query(ctx, `
+		SELECT u.k, p.id, p.next_attempt_at <= now(), p.next_attempt_at
+		FROM unnest($1::text[], $2::int[]) AS u(k, n)
+		CROSS JOIN LATERAL (
+			SELECT o.id, o.next_attempt_at, o.key_seq
+			FROM hookbridge.outbox o
+			WHERE o.status = 'pending' AND o.ordering_key = u.k
+			ORDER BY o.key_seq, o.id
+			LIMIT u.n) AS p
+		ORDER BY u.k, p.key_seq, p.id`, keys, counts)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
+	}
+	for hr.Next() {
+		var k string
+		var h head
+		if err := hr.Scan(&k, &h.id, &h.due, &h.next); err != nil {
+			hr.Close()
+			return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
+		}
+		heads[k] = append(heads[k], h)
+	}
+	if err := hr.Err(); err != nil {
+		return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
+	}
+
+	// Due rows ahead of ours that we did not claim (the claim's LIMIT cut
+	// them off, or a tie in next_attempt_at put them behind): lock them too
+	// if nobody else holds them, so a key's head is never starved.
+	var want []int64
+	for _, hs := range heads {
+		for _, h := range hs {
+			if mine[h.id] != nil {
+				continue
+			}
+			if !h.due {
+				break
+			}
+			want = append(want, h.id)
+		}
+	}
+	if len(want) > 0 {
+		er, err := tx.Query(ctx, `SELECT `+rowColumns+`
+			FROM hookbridge.outbox
+			WHERE id = ANY($1) AND status = 'pending' AND next_attempt_at <= now()
+			FOR UPDATE SKIP LOCKED`, want)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("outbox claim key heads: %w", err)
+		}
+		more, err := scanRows(er)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("outbox claim key heads: %w", err)
+		}
+		for _, o := range more {
+			mine[o.id] = o
+		}
+		extra = len(more)
+	}
+
+	inChain := map[int64]bool{}
+	for _, k := range keys {
+		var chain []*outRow
+		var blocker *head
+		for i, h := range heads[k] {
+			o := mine[h.id]
+			if o == nil {
+				blocker = &heads[k][i]
+				break
+			}
+			chain = append(chain, o)
+			inChain[o.id] = true
+		}
+		if len(chain) > 0 {
+			chains = append(chains, chain)
+		}
+		if blocker == nil || blocker.due {
+			continue // blocked by a row in flight elsewhere: leave ours as they are
+		}
+		for _, o := range rows {
+			if o.key != nil && *o.key == k && !inChain[o.id] && o.nextAttempt.Before(blocker.next) {
+				deferred = append(deferred, blockedRow{row: o, blocker: blocker.id})
+			}
+		}
+	}
+	return chains, deferred, extra, nil
+}
+
+// publish sends the chains in waves: wave i holds the i-th row of every
+// chain still going, published asynchronously in id order; the next row of
+// a chain is only sent after the previous one's PubAck. So one key never
+// has two messages in flight and a failure cannot let a later row of its
+// key overtake it. Everything must be acknowledged within PublishTimeout.
+func (r *Relay) publish(chains [][]*outRow) outcome {
+	var out outcome
+	deadline := time.NewTimer(r.opts.PublishTimeout)
+	defer deadline.Stop()
+	expired := false
+
+	type inflight struct {
+		chain int
+		row   *outRow
+		f     jetstream.PubAckFuture
+		ack   *jetstream.PubAck
+		fail  *failure
+	}
+	pos := make([]int, len(chains))
+	active := make([]int, len(chains))
+	for i := range chains {
+		active[i] = i
+	}
+	for len(active) > 0 && !expired {
+		slices.SortFunc(active, func(a, b int) int {
+			return cmp.Compare(chains[a][pos[a]].id, chains[b][pos[b]].id)
+		})
+		wave := make([]inflight, 0, len(active))
+		for _, c := range active {
+			o := chains[c][pos[c]]
+			f, fail := r.send(o)
+			wave = append(wave, inflight{chain: c, row: o, f: f, fail: fail})
+		}
+		for i := range wave {
+			w := &wave[i]
+			if w.fail != nil {
+				continue
+			}
+			if !expired {
+				select {
+				case w.ack = <-w.f.Ok():
+				case err := <-w.f.Err():
+					w.fail = classify(w.row, err)
+				case <-deadline.C:
+					expired = true
+				}
+			}
+			if expired && w.ack == nil && w.fail == nil {
+				select {
+				case w.ack = <-w.f.Ok():
+				case err := <-w.f.Err():
+					w.fail = classify(w.row, err)
+				default:
+					w.fail = &failure{row: w.row, err: fmt.Errorf("no PubAck within %s", r.opts.PublishTimeout), ambiguous: true}
+				}
+			}
+		}
+		next := active[:0]
+		for _, w := range wave {
+			if w.fail != nil {
+				out.fails = append(out.fails, *w.fail)
+				if errors.Is(w.fail.err, jetstream.ErrNoStreamResponse) {
+					r.ensured.Store(false) // the stream may be gone: re-create it next round
+				}
+				for _, rest := range chains[w.chain][pos[w.chain]+1:] {
+					out.blocked = append(out.blocked, blockedRow{row: rest, blocker: w.row.id})
+				}
+				continue
+			}
+			out.sent = append(out.sent, w.row)
+			out.seqs = append(out.seqs, int64(w.ack.Sequence))
+			if h := r.hooks.acked; h != nil {
+				h(w.row.eventID, w.ack)
+			}
+			pos[w.chain]++
+			if pos[w.chain] < len(chains[w.chain]) {
+				next = append(next, w.chain)
+			}
+		}
+		active = next
+	}
+	// Chains cut by the deadline between waves keep their remaining rows
+	// pending and untouched; the next round continues them.
+	return out
+}
+
+// send starts the asynchronous publish of one row.
+func (r *Relay) send(o *outRow) (jetstream.PubAckFuture, *failure) {
+	hdr, err := decodeHeaders(o.headers)
+	if err == nil {
+		err = checkSubject(o.subject)
+	}
+	if err != nil {
+		return nil, &failure{row: o, err: err, permanent: true}
+	}
+	if h := r.hooks.beforePublish; h != nil {
+		if err := h(o.eventID); err != nil {
+			return nil, &failure{row: o, err: err}
+		}
+	}
+	msg := &nats.Msg{Subject: o.subject, Data: o.payload, Header: hdr}
+	f, err := r.pub.PublishMsgAsync(msg,
+		jetstream.WithMsgID(o.eventID),
+		jetstream.WithExpectStream(stream.Events),
+		// No client-side retry on "no responders": our own backoff retries,
+		// and a late client retry could not reorder anything anyway.
+		jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return nil, classify(o, err)
+	}
+	return f, nil
+}
+
+// classify decides what a publish error means for the row.
+func classify(o *outRow, err error) *failure {
+	f := &failure{row: o, err: err}
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject),
+		errors.Is(err, nats.ErrHeadersNotSupported):
+		f.permanent = true
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.As(err, &apiErr),
+		errors.Is(err, jetstream.ErrTooManyStalledMsgs), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrConnectionDraining):
+		// Refused or never sent: definitely not stored.
+	default:
+		// Timeout, lost connection, anything unknown: maybe stored.
+		f.ambiguous = true
+	}
+	return f
+}
+
+// record writes a round's outcome in the claiming transaction and returns
+// how many rows it deferred.
+func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []blockedRow) (int, error) {
+	b := &pgx.Batch{}
+	if len(out.sent) > 0 {
+		ids := make([]int64, len(out.sent))
+		for i, o := range out.sent {
+			ids[i] = o.id
+		}
+		b.Queue(`
+			UPDATE hookbridge.outbox o
+			SET status = 'sent', sent_at = clock_timestamp(), stream_seq = u.seq
+			FROM unnest($1::bigint[], $2::bigint[]) AS u(id, seq)
+			WHERE o.id = u.id`, ids, out.seqs)
+	}
+	if len(out.fails) > 0 {
+		n := len(out.fails)
+		ids, msgs, delays, perm := make([]int64, n), make([]string, n), make([]int64, n), make([]bool, n)
+		for i, f := range out.fails {
+			ids[i] = f.row.id
+			msgs[i] = shortError(f.err)
+			delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
+			perm[i] = f.permanent
+		}
+		b.Queue(`
+			UPDATE hookbridge.outbox o
+			SET attempts = o.attempts + 1,
+			    last_error = u.err,
+			    status = CASE WHEN u.permanent OR o.attempts + 1 >= $5 THEN 'dead' ELSE 'pending' END,
+			    next_attempt_at = clock_timestamp() + u.delay_us * interval '1 microsecond'
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS u(id, err, delay_us, permanent)
+			WHERE o.id = u.id`, ids, msgs, delays, perm, r.opts.MaxAttempts)
+	}
+	if len(deferred) > 0 {
+		ids, blockers := make([]int64, len(deferred)), make([]int64, len(deferred))
+		for i, d := range deferred {
+			ids[i], blockers[i] = d.row.id, d.blocker
+		}
+		// Runs after the failure update above, so it sees the blockers'
+		// new next_attempt_at; a blocker that went dead blocks nothing.
+		b.Queue(`
+			UPDATE hookbridge.outbox o
+			SET next_attempt_at = blk.next_attempt_at
+			FROM unnest($1::bigint[], $2::bigint[]) AS u(id, blocker)
+			JOIN hookbridge.outbox blk ON blk.id = u.blocker
+			WHERE o.id = u.id AND blk.status = 'pending' AND blk.next_attempt_at > o.next_attempt_at`,
+			ids, blockers)
+	}
+	if b.Len() == 0 {
+		return 0, nil
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var tag pgconn.CommandTag
+	for range b.Len() {
+		var err error
+		if tag, err = br.Exec(); err != nil {
+			return 0, fmt.Errorf("outbox: record outcome: %w", err)
+		}
+	}
+	n := 0
+	if len(deferred) > 0 {
+		n = int(tag.RowsAffected()) // the deferral is the last statement
+	}
+	return n, br.Close()
+}
+
+func (r *Relay) logOutcome(ctx context.Context, out outcome) {
+	if len(out.sent) > 0 {
+		r.log.DebugContext(ctx, "outbox rows published", "rows", len(out.sent))
+	}
+	for i, f := range out.fails {
+		if i == 10 {
+			r.log.WarnContext(ctx, "outbox publish failures (more not logged)", "failed", len(out.fails))
+			break
+		}
+		dead := f.permanent || f.row.attempts+1 >= r.opts.MaxAttempts
+		lvl := "outbox publish failed, will retry"
+		if dead {
+			lvl = "outbox row is dead"
+		}
+		r.log.WarnContext(ctx, lvl, "event_id", f.row.eventID, "subject", f.row.subject,
+			"attempts", f.row.attempts+1, "err", shortError(f.err))
+	}
+}
+
+// shortError is an error text fit for last_error: one line, bounded. Publish
+// errors never contain the payload or credentials.
+func shortError(err error) string {
+	s := strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, err.Error())
+	const maxLen = 300
+	if len(s) > maxLen {
+		s = strings.ToValidUTF8(s[:maxLen], "") + "…"
+	}
+	return s
+}
+
+// decodeHeaders reads the row's headers column (a JSON object of strings).
+func decodeHeaders(raw []byte) (nats.Header, error) {
+	hdr := nats.Header{}
+	if len(raw) == 0 {
+		return hdr, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, errors.New("headers column is not a JSON object of strings")
+	}
+	for k, v := range m {
+		if err := checkHeader(k, v); err != nil {
+			return nil, err
+		}
+		hdr[k] = []string{v}
+	}
+	return hdr, nil
+}
+
+// checkHeader refuses header names and values that would corrupt the NATS
+// protocol or override the headers the relay controls (Nats-*).
+func checkHeader(name, value string) error {
+	if name == "" || len(name) > 256 {
+		return fmt.Errorf("header name %q: must be 1-256 characters", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' || c == ':' {
+			return fmt.Errorf("header name %q: invalid character", name)
+		}
+	}
+	if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") {
+		return fmt.Errorf("header name %q: Nats-* headers are reserved", name)
+	}
+	if strings.ContainsAny(value, "\r\n") {
+		return fmt.Errorf("header %q: value contains a line break", name)
+	}
+	return nil
+}
+
+// checkSubject refuses subjects NATS would reject or treat as wildcards.
+func checkSubject(s string) error {
+	if s == "" {
+		return errors.New("empty subject")
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" || tok == "*" || tok == ">" || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("invalid subject %q", s)
+		}
+	}
+	return nil
+}
