@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -128,17 +129,10 @@ func LoadFile(path string) (Config, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, errEOF(err)) {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // an empty file is fine
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
-}
-
-func errEOF(err error) error {
-	if err != nil && err.Error() == "EOF" {
-		return err
-	}
-	return errors.New("not eof")
 }
 
 // Env is how configuration reads the environment (os.LookupEnv in

@@ -1,0 +1,96 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func mapEnv(m map[string]string) Env {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestExampleConfigLoads(t *testing.T) {
+	t.Parallel()
+	secrets := t.TempDir()
+	cfg, err := LoadFile("../examples/hookbridge.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Sources {
+		if cfg.Sources[i].Name == "stripe" {
+			var files stringList
+			for _, n := range []string{"old", "new"} {
+				p := filepath.Join(secrets, n)
+				if err := os.WriteFile(p, []byte("whsec_test_"+n+"\n"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, p)
+			}
+			cfg.Sources[i].SecretFile = files
+		}
+	}
+	cfg.ApplyEnv(mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}))
+	if err := cfg.Validate(mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}), BuiltinHandlers()); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Sources) != 4 || len(cfg.Consumers) != 1 {
+		t.Fatalf("sources %d consumers %d", len(cfg.Sources), len(cfg.Consumers))
+	}
+	if got := len(cfg.Sources[2].secretsRead); got != 2 {
+		t.Fatalf("stripe secrets read = %d, want 2", got)
+	}
+	for i := range cfg.Sources {
+		if _, err := cfg.Sources[i].bridgeSource(); err != nil {
+			t.Fatalf("source %s: %v", cfg.Sources[i].Name, err)
+		}
+	}
+}
+
+func TestBadConfigNamesTheKey(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"http_adr: x\n": "http_adr",
+		"sources:\n  - name: a\n    scheme: nope\n    secrets: [s]\n":                                                  "sources[0].scheme",
+		"sources:\n  - name: a b\n    scheme: github\n    secrets: [s]\n":                                              "sources[0].name",
+		"sources:\n  - name: a\n    scheme: github\n":                                                                  "sources[0].secrets",
+		"sources:\n  - name: a\n    scheme: github\n    secret_env: NOT_SET_ANYWHERE\n":                                "sources[0].secret_env",
+		"sources:\n  - name: a\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: c\n    handler: missing\n": "consumers[0].handler",
+		"log_format: xml\n": "log_format",
+	}
+	for yaml, key := range cases {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadFile(p)
+		if err == nil {
+			cfg.ApplyEnv(mapEnv(nil))
+			err = cfg.Validate(mapEnv(nil), BuiltinHandlers())
+		}
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("config %q: error %v, want one naming %s", yaml, err, key)
+		}
+	}
+}
+
+func TestDatabaseURLFallbacks(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"HOOKBRIDGE_DATABASE_URL": "postgres://a", "DATABASE_URL": "postgres://b"}, "postgres://a"},
+		{map[string]string{"DATABASE_URL": "postgres://b", "PGHOST": "h"}, "postgres://b"},
+		{map[string]string{"PGHOST": "h"}, ""},
+		{nil, DefaultDatabaseURL},
+	}
+	for _, c := range cases {
+		var cfg Config
+		cfg.ApplyEnv(mapEnv(c.env))
+		if got := cfg.PoolURL(); got != c.want {
+			t.Errorf("env %v: url %q, want %q", c.env, got, c.want)
+		}
+	}
+}
