@@ -33,7 +33,9 @@ type Options struct {
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s). Long applies send in-progress acks.
 	AckWait time.Duration
-	// MaxDeliver caps deliveries of one message (default -1: unlimited).
+	// MaxDeliver is the delivery whose failure dead-letters the message
+	// (default [DefaultMaxDeliver]; negative: retry forever). Failures
+	// that are [IsTransient] never dead-letter; see retry.go.
 	MaxDeliver int
 	// MaxAckPending caps unacked messages in flight (default 1000).
 	MaxAckPending int
@@ -86,7 +88,7 @@ func (o *Options) setDefaults() error {
 		o.AckWait = 30 * time.Second
 	}
 	if o.MaxDeliver == 0 {
-		o.MaxDeliver = -1
+		o.MaxDeliver = DefaultMaxDeliver
 	}
 	if o.MaxAckPending <= 0 {
 		o.MaxAckPending = 1000
@@ -123,6 +125,7 @@ type Consumer struct {
 	opts Options
 	pool *pgxpool.Pool
 	r    *runner
+	gate *intakeGate
 }
 
 // New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
@@ -130,13 +133,16 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{opts: opts, pool: pool}
+	c := &Consumer{opts: opts, pool: pool, gate: newIntakeGate(opts.Name, pool.Ping, opts.Logger)}
 	cfg := jetstream.ConsumerConfig{
-		Durable:       opts.Name,
-		Description:   "hookbridge consumer " + opts.Name,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       opts.AckWait,
-		MaxDeliver:    opts.MaxDeliver,
+		Durable:     opts.Name,
+		Description: "hookbridge consumer " + opts.Name,
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     opts.AckWait,
+		// The server never gives up on a message by itself: it would drop
+		// it without a dead-letter row, and it cannot tell an outage from
+		// a bad event. The consumer enforces opts.MaxDeliver instead.
+		MaxDeliver:    -1,
 		MaxAckPending: opts.MaxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -155,6 +161,7 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 		batchWait:   opts.BatchWait,
 		log:         opts.Logger,
 		process:     c.process,
+		hold:        c.gate.wait,
 	}
 	return c, nil
 }
@@ -173,8 +180,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	for i, m := range msgs {
 		ev, err := EventFromMsg(m)
 		if err != nil {
-			c.opts.Logger.Error("unusable message terminated", "consumer", c.opts.Name, "subject", m.Subject(), "err", err)
-			actions[i] = action{kind: term}
+			actions[i] = c.deadLetter(ctx, ev, ReasonUnusable, err)
 			continue
 		}
 		evs = append(evs, ev)
@@ -201,12 +207,8 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 				level = slog.LevelWarn
 			}
 			c.opts.Logger.Log(ctx, level, "event applied", attrs...)
-		case IsPermanent(res.Err):
-			actions[i] = action{kind: term}
-			c.opts.Logger.Error("event failed permanently", append(attrs, "err", res.Err)...)
 		default:
-			actions[i] = action{kind: nak, delay: c.backoff(ev.NumDelivered)}
-			c.opts.Logger.Warn("event failed, will retry", append(attrs, "err", res.Err)...)
+			actions[i] = c.onFailure(ctx, ev, res.Err, attrs)
 		}
 	}
 	return actions

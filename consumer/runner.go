@@ -42,6 +42,9 @@ type runner struct {
 	// with a context that is not cancelled by shutdown, so a transaction in
 	// flight can still commit and be acked.
 	process func(ctx context.Context, msgs []jetstream.Msg) []action
+	// hold, when set, is called before every pull and blocks while intake
+	// should pause (the database is unreachable); nil never pauses.
+	hold func(ctx context.Context)
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -80,6 +83,9 @@ func (r *runner) run(ctx context.Context) error {
 		workers.Go(func() { r.applyAndAck(applyCtx, msgs) })
 	}
 	for {
+		if r.hold != nil {
+			r.hold(ctx)
+		}
 		var msg jetstream.Msg
 		if len(batch) == 0 {
 			msg, err = it.Next()

@@ -1,0 +1,160 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DefaultMaxDeliver is how many deliveries a message gets before it is
+// dead-lettered, when the options name none.
+const DefaultMaxDeliver = 10
+
+// IsTransient reports whether err says the database was unreachable or
+// asked for a retry, rather than that the event itself cannot be applied:
+// connection failures and drops, serialization failures (40001),
+// deadlocks (40P01), shutdowns (57P01–57P03), connection exceptions (08*)
+// and too many connections (53300). Failures like these never count
+// toward dead-lettering. An error marked [Permanent] is never transient.
+func IsTransient(err error) bool {
+	if err == nil || IsPermanent(err) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientSQLState(pgErr.Code)
+	}
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	// A handler that ran out of time is not an outage by itself; the
+	// caller checks reachability before it dead-letters one.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	for _, target := range []error{pgconn.ErrConnClosed, io.EOF, io.ErrUnexpectedEOF,
+		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE, net.ErrClosed} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+func transientSQLState(code string) bool {
+	switch code {
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"57P01", // admin_shutdown (pg_terminate_backend, smart/fast shutdown)
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now (starting up, recovering)
+		"53300": // too_many_connections
+		return true
+	}
+	return strings.HasPrefix(code, "08") // connection_exception class
+}
+
+// intakeGate pauses a runner's pulls while the database is unreachable.
+// A worker that sees a transient failure closes it; the pull loop then
+// waits, pinging with backoff, and resumes once a ping succeeds. While
+// closed nothing new is pulled, so an outage costs at most the messages
+// already buffered or in flight, each nak'd with its backoff delay once:
+// no tight nak loop and no redelivery storm.
+type intakeGate struct {
+	closed atomic.Bool
+	ping   func(ctx context.Context) error
+	log    *slog.Logger
+	name   string
+	// initial and max bound the delay between pings.
+	initial, max time.Duration
+}
+
+func newIntakeGate(name string, ping func(ctx context.Context) error, log *slog.Logger) *intakeGate {
+	return &intakeGate{ping: ping, log: log, name: name, initial: 100 * time.Millisecond, max: 10 * time.Second}
+}
+
+// close asks the pull loop to check the database before pulling again.
+func (g *intakeGate) close() { g.closed.Store(true) }
+
+// wait returns at once when the gate is open. Otherwise it pings until the
+// database answers or ctx ends, then opens the gate.
+func (g *intakeGate) wait(ctx context.Context) {
+	if !g.closed.Load() {
+		return
+	}
+	delay := g.initial
+	start := time.Now()
+	paused := false
+	for ctx.Err() == nil {
+		if err := g.pingOnce(ctx); err == nil {
+			break
+		} else if !paused {
+			paused = true
+			g.log.Warn("postgres unreachable; intake paused", "consumer", g.name, "err", ShortError(err.Error()))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, g.max)
+	}
+	g.closed.Store(false)
+	if paused && ctx.Err() == nil {
+		g.log.Info("postgres reachable again; intake resumed", "consumer", g.name, "paused_for", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+func (g *intakeGate) pingOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return g.ping(ctx)
+}
+
+// reachable reports whether the database answers a ping now; it decides
+// the unclassified failures (timeouts, unknown errors) at the last
+// allowed delivery, so an outage never dead-letters a message.
+func reachable(ctx context.Context, ping func(ctx context.Context) error) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return ping(ctx) == nil
+}
+
+// onFailure decides what happens to a message whose apply failed: dead
+// letter (permanent, or the last allowed delivery failed for a reason that
+// is not the database's), or nak with the backoff delay. A transient
+// failure also pauses intake until the database answers again.
+func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []any) action {
+	retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
+	attrs = append(attrs, "err", ShortError(err.Error()))
+	switch {
+	case IsPermanent(err):
+		return c.deadLetter(ctx, ev, ReasonPermanent, err)
+	case IsTransient(err):
+		c.gate.close()
+		c.opts.Logger.Warn("event failed on a transient database error, will retry", append(attrs, "retry_in", retry.delay)...)
+		return retry
+	case c.opts.MaxDeliver > 0 && ev.NumDelivered >= uint64(c.opts.MaxDeliver):
+		if !reachable(ctx, c.pool.Ping) {
+			c.gate.close()
+			c.opts.Logger.Warn("last delivery failed while postgres is unreachable, will retry", append(attrs, "retry_in", retry.delay)...)
+			return retry
+		}
+		return c.deadLetter(ctx, ev, ReasonMaxDeliver, err)
+	default:
+		c.opts.Logger.Warn("event failed, will retry", append(attrs, "retry_in", retry.delay)...)
+		return retry
+	}
+}

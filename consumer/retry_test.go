@@ -1,0 +1,255 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+// startConsumer runs a consumer until the test ends; the test fails if
+// Run returns an error.
+func startConsumer(t *testing.T, db *testenv.Database, ns *testenv.JetStream, opts consumer.Options) {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c, err := consumer.New(db.Pool, ns.JS, opts)
+	if err != nil {
+		t.Fatalf("new consumer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("consumer run: %v", err)
+		}
+	})
+}
+
+// ordersOptions is the demo consumer with a fast retry schedule.
+func ordersOptions(name string, maxDeliver int) consumer.Options {
+	return consumer.Options{
+		Name:       name,
+		EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},
+		Handler:    orders.Handler(name),
+		MaxDeliver: maxDeliver,
+		Backoff:    []time.Duration{50 * time.Millisecond},
+		AckWait:    5 * time.Second,
+	}
+}
+
+func TestIsTransient(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "57P01"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{fmt.Errorf("apply: %w", &pgconn.PgError{Code: "08003"}), true},
+		{&pgconn.PgError{Code: "23505"}, false}, // unique violation: the event's fault
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{fmt.Errorf("mark: %w", orders.ErrUnknownOrder), false},
+		{consumer.Permanent(&pgconn.PgError{Code: "40001"}), false},
+		{context.DeadlineExceeded, false},
+		{errors.New("boom"), false},
+		{nil, false},
+	}
+	for _, c := range cases {
+		if got := consumer.IsTransient(c.err); got != c.want {
+			t.Errorf("IsTransient(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// A serialization failure on every delivery, far past max_deliver, never
+// dead-letters: once the database stops failing, the event applies.
+func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ns.EnsureHooks(t)
+	var calls atomic.Int64
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		if calls.Add(1) <= 6 {
+			return fmt.Errorf("update: %w", &pgconn.PgError{Code: "40001", Message: "could not serialize access"})
+		}
+		return nil
+	})
+	startConsumer(t, db, ns, consumer.Options{
+		Name: "flaky", EventTypes: []string{"thing.done"}, Handler: h,
+		MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond},
+	})
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
+	})
+	if n := calls.Load(); n != 7 {
+		t.Fatalf("handler ran %d times, want 7 (6 transient failures, 1 success)", n)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); n != 0 {
+		t.Fatalf("dead letters = %d, want 0", n)
+	}
+}
+
+// terminator kills every backend of the test database (but its own) every
+// interval until stopped, and counts the backends it killed.
+type terminator struct {
+	stop   chan struct{}
+	done   sync.WaitGroup
+	killed atomic.Int64
+	rounds atomic.Int64
+}
+
+func terminateBackends(t *testing.T, db *testenv.Database, interval time.Duration) *terminator {
+	t.Helper()
+	admin, err := pgx.Connect(context.Background(), testenv.AdminURL())
+	if err != nil {
+		t.Fatalf("admin connection: %v", err)
+	}
+	tm := &terminator{stop: make(chan struct{})}
+	tm.done.Add(1)
+	go func() {
+		defer tm.done.Done()
+		defer admin.Close(context.Background())
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tm.stop:
+				return
+			case <-tick.C:
+			}
+			var n int64
+			err := admin.QueryRow(context.Background(), `
+				SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+				FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db.Name).Scan(&n)
+			if err != nil {
+				t.Errorf("terminate backends: %v", err)
+				return
+			}
+			tm.killed.Add(n)
+			tm.rounds.Add(1)
+		}
+	}()
+	t.Cleanup(tm.halt)
+	return tm
+}
+
+func (tm *terminator) halt() {
+	select {
+	case <-tm.stop:
+	default:
+		close(tm.stop)
+	}
+	tm.done.Wait()
+}
+
+// Backends of the test database are terminated again and again while
+// 1,000 orders are applied: every one is applied exactly once and nothing
+// is dead-lettered, although max_deliver is only 2.
+func TestTerminatedBackendsLoseNothing(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	db := testenv.Postgres(t, orders.Migrations())
+	ns := testenv.NATS(t)
+	ns.EnsureHooks(t)
+	opts := ordersOptions("orders", 2)
+	opts.BatchSize = 16
+	logs := &countingHandler{}
+	opts.Logger = slog.New(logs)
+	startConsumer(t, db, ns, opts)
+
+	tm := terminateBackends(t, db, 100*time.Millisecond)
+	for i := range n {
+		id := fmt.Sprintf("o%04d", i)
+		ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
+		if i%100 == 99 {
+			time.Sleep(50 * time.Millisecond) // spread the run over many terminations
+		}
+	}
+	testenv.Eventually(t, 120*time.Second, "all applied under terminations", func() bool {
+		return countRetrying(t, db, "SELECT count(*) FROM hookbridge.inbox") == n
+	})
+	tm.halt()
+	time.Sleep(200 * time.Millisecond) // let stragglers (redeliveries) finish
+	if got := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); got != n {
+		t.Fatalf("inbox rows = %d, want %d", got, n)
+	}
+	if got := db.Count(t, "SELECT count(*) FROM demo.orders"); got != n {
+		t.Fatalf("orders = %d, want %d", got, n)
+	}
+	if got := db.Count(t, "SELECT count(*) FROM demo.orders WHERE version <> 1"); got != 0 {
+		t.Fatalf("%d orders changed more than once", got)
+	}
+	if got := db.Count(t, "SELECT count(*) FROM hookbridge.outbox"); got != n {
+		t.Fatalf("outbox rows = %d, want %d", got, n)
+	}
+	if got := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); got != 0 {
+		t.Fatalf("dead letters = %d, want 0", got)
+	}
+	retried := logs.count("event failed on a transient database error, will retry")
+	if tm.killed.Load() < 5 || retried == 0 {
+		t.Fatalf("%d backends terminated in %d rounds, %d transient failures: the test proved nothing",
+			tm.killed.Load(), tm.rounds.Load(), retried)
+	}
+	t.Logf("terminated %d backends in %d rounds; %d transient failures retried", tm.killed.Load(), tm.rounds.Load(), retried)
+}
+
+// countingHandler is a slog handler that counts records by message.
+type countingHandler struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler            { return h }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.counts == nil {
+		h.counts = map[string]int{}
+	}
+	h.counts[r.Message]++
+	return nil
+}
+
+func (h *countingHandler) count(msg string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[msg]
+}
+
+// countRetrying counts while backends are being terminated: a query that
+// hits a terminated connection is simply tried again.
+func countRetrying(t *testing.T, db *testenv.Database, query string) int {
+	t.Helper()
+	for {
+		var n int
+		err := db.Pool.QueryRow(context.Background(), query).Scan(&n)
+		if err == nil {
+			return n
+		}
+		if !consumer.IsTransient(err) {
+			t.Fatalf("count %q: %v", query, err)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// EnsureHooks creates the ingress streams (HOOKS and its conflicts
+// stream) with default options.
+func (j *JetStream) EnsureHooks(t testing.TB) {
+	t.Helper()
+	if err := stream.EnsureIngress(context.Background(), j.JS, stream.Options{}); err != nil {
+		t.Fatalf("ensure streams: %v", err)
+	}
+}
+
+// PublishHook publishes body to HOOKS as the ingress would: subject, the
+// hookbridge headers and the de-duplication id. It returns the stream
+// sequence.
+func (j *JetStream) PublishHook(t testing.TB, source, eventID, eventType string, body []byte) uint64 {
+	t.Helper()
+	msg := nats.NewMsg(stream.HookSubject(source, eventType))
+	msg.Data = body
+	msg.Header.Set(stream.HeaderSource, source)
+	msg.Header.Set(stream.HeaderEventID, eventID)
+	msg.Header.Set(stream.HeaderEventType, eventType)
+	msg.Header.Set(stream.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	ack, err := j.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(stream.MsgID(source, eventID)))
+	if err != nil {
+		t.Fatalf("publish %s/%s: %v", source, eventID, err)
+	}
+	return ack.Sequence
+}
+
+// OrderBody is the demo orders webhook body for one order.
+func OrderBody(eventType, orderID string, amountCents int64) []byte {
+	return fmt.Appendf(nil, `{"type":%q,"timestamp":"2026-01-02T03:04:05Z","data":{"order_id":%q,"amount_cents":%d,"currency":"EUR"}}`,
+		eventType, orderID, amountCents)
+}
