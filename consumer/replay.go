@@ -1,0 +1,453 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// Replay outcomes reported per message, beyond [Outcome]'s.
+const (
+	// ReplayNew: --dry-run only, the inbox has no row; applying would
+	// process the event.
+	ReplayNew = "new"
+	// ReplayMissing: a dead letter whose message has left the stream
+	// (max_age or max_bytes); it cannot be replayed.
+	ReplayMissing = "missing"
+	// ReplayMismatch: the dead letter's stream sequence now holds another
+	// event (the stream was recreated); it is left alone.
+	ReplayMismatch = "mismatch"
+	// ReplayUnusable: the message has no identity and can never apply.
+	ReplayUnusable = "unusable"
+)
+
+// ReplayOptions select the messages [Replay] re-delivers to a consumer.
+// The selectors combine: every given one must match.
+type ReplayOptions struct {
+	// Consumer is the inbox key the events are applied under (required).
+	Consumer string
+	// Handler applies the events; not needed for a dry run.
+	Handler Handler
+	// Sources and EventTypes are the consumer's own subscription; a range
+	// replay reads only those subjects. EventTypes is required unless
+	// DeadLetters is set.
+	Sources    []string
+	EventTypes []string
+
+	FromSeq, ToSeq uint64    // stream sequences, inclusive; 0 = open
+	Since, Until   time.Time // stream timestamps; Until is exclusive
+	Type           string    // only this event type
+	EventID        string    // only this event id
+	// DeadLetters replays the consumer's unresolved dead letters, read
+	// from the stream by their sequences, instead of a range.
+	DeadLetters bool
+	// DryRun reads the inbox to report what would happen; it writes
+	// nothing.
+	DryRun bool
+
+	// ApplyTimeout bounds one event's transaction (default 30s).
+	ApplyTimeout time.Duration
+	// Report, when set, is called for every selected message.
+	Report func(ReplayItem)
+	Logger *slog.Logger
+}
+
+// ReplayItem is what happened to one replayed message.
+type ReplayItem struct {
+	Seq      uint64    `json:"seq"`
+	Time     time.Time `json:"time"`
+	Source   string    `json:"source"`
+	EventID  string    `json:"event_id"`
+	Type     string    `json:"type"`
+	Outcome  string    `json:"outcome"`
+	Error    string    `json:"error,omitempty"`
+	Resolved bool      `json:"resolved,omitempty"` // a dead letter was marked resolved
+}
+
+// ReplaySummary counts the outcomes of a replay.
+type ReplaySummary struct {
+	Consumer  string `json:"consumer"`
+	DryRun    bool   `json:"dry_run"`
+	Selected  int    `json:"selected"` // messages that matched the selectors
+	Processed int    `json:"processed"`
+	Duplicate int    `json:"duplicate"`
+	Conflict  int    `json:"conflict"`
+	Failed    int    `json:"failed"`
+	New       int    `json:"new"` // dry run: would be processed
+	Missing   int    `json:"missing"`
+	Mismatch  int    `json:"mismatch"`
+	Unusable  int    `json:"unusable"`
+	Resolved  int    `json:"resolved"` // dead letters marked resolved
+}
+
+func (s *ReplaySummary) add(it ReplayItem) {
+	s.Selected++
+	switch it.Outcome {
+	case Processed.String():
+		s.Processed++
+	case Duplicate.String():
+		s.Duplicate++
+	case Conflict.String():
+		s.Conflict++
+	case ReplayNew:
+		s.New++
+	case ReplayMissing:
+		s.Missing++
+	case ReplayMismatch:
+		s.Mismatch++
+	case ReplayUnusable:
+		s.Unusable++
+	default:
+		s.Failed++
+	}
+	if it.Resolved {
+		s.Resolved++
+	}
+}
+
+// Replay re-delivers messages of the HOOKS stream to a consumer's apply
+// path: the same [Apply] with the consumer's handler, so the inbox turns
+// every event applied before into a duplicate and applies each other one
+// once. Messages are read from JetStream itself (an ordered consumer over
+// the consumer's subjects, or GetMsg by sequence for dead letters), never
+// from a copy in Postgres. Dead letters of the consumer whose event
+// applied (processed or duplicate) are marked resolved.
+//
+// It stops at the stream's last message as of the start. A failed event
+// is counted and reported, and the replay goes on; the error is only for
+// failures to read the stream or the database as a whole.
+func Replay(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, o ReplayOptions) (ReplaySummary, error) {
+	r, err := newReplayer(pool, o)
+	if err != nil {
+		return r.sum, err
+	}
+	s, err := js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return r.sum, fmt.Errorf("replay %s: stream %s: %w", o.Consumer, stream.Hooks, err)
+	}
+	if o.DeadLetters {
+		err = r.deadLetters(ctx, s)
+	} else {
+		err = r.streamRange(ctx, js, s)
+	}
+	r.log.Info("replay finished", "consumer", o.Consumer, "dry_run", o.DryRun, "selected", r.sum.Selected,
+		"processed", r.sum.Processed, "duplicate", r.sum.Duplicate, "conflict", r.sum.Conflict,
+		"failed", r.sum.Failed, "new", r.sum.New, "missing", r.sum.Missing, "resolved", r.sum.Resolved)
+	return r.sum, err
+}
+
+type replayer struct {
+	pool *pgxpool.Pool
+	o    ReplayOptions
+	log  *slog.Logger
+	sum  ReplaySummary
+	// unresolved holds the stream sequences of the consumer's unresolved
+	// dead letters, so a range replay resolves them without a query per
+	// message.
+	unresolved map[uint64]bool
+}
+
+func newReplayer(pool *pgxpool.Pool, o ReplayOptions) (*replayer, error) {
+	r := &replayer{pool: pool, o: o, log: o.Logger, sum: ReplaySummary{Consumer: o.Consumer, DryRun: o.DryRun}}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.o.ApplyTimeout <= 0 {
+		r.o.ApplyTimeout = 30 * time.Second
+	}
+	switch {
+	case !stream.ValidName(o.Consumer):
+		return r, fmt.Errorf("replay: consumer name %q is not valid", o.Consumer)
+	case o.Handler == nil && !o.DryRun:
+		return r, fmt.Errorf("replay %s: no handler", o.Consumer)
+	case !o.DeadLetters && len(o.EventTypes) == 0:
+		return r, fmt.Errorf("replay %s: no event types", o.Consumer)
+	case o.Type != "" && !o.DeadLetters && !slices.Contains(o.EventTypes, o.Type):
+		return r, fmt.Errorf("replay %s: the consumer does not receive event type %q", o.Consumer, o.Type)
+	case o.ToSeq > 0 && o.FromSeq > o.ToSeq:
+		return r, fmt.Errorf("replay %s: from-seq %d is after to-seq %d", o.Consumer, o.FromSeq, o.ToSeq)
+	case !o.Since.IsZero() && !o.Until.IsZero() && !o.Since.Before(o.Until):
+		return r, fmt.Errorf("replay %s: since is not before until", o.Consumer)
+	}
+	return r, nil
+}
+
+// deadLetters replays the consumer's unresolved dead letters that match
+// the selectors, each read back from the stream by its sequence.
+func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
+	dls, err := ListDeadLetters(ctx, r.pool, DeadLetterFilter{
+		Consumer: r.o.Consumer, UnresolvedOnly: true, EventType: r.o.Type, EventID: r.o.EventID,
+		FromSeq: r.o.FromSeq, ToSeq: r.o.ToSeq,
+	})
+	if err != nil {
+		return fmt.Errorf("replay %s: %w", r.o.Consumer, err)
+	}
+	r.unresolved = map[uint64]bool{}
+	for _, d := range dls {
+		r.unresolved[d.StreamSeq] = true
+	}
+	for _, d := range dls {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		raw, err := s.GetMsg(ctx, d.StreamSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing})
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("replay %s: read seq %d: %w", r.o.Consumer, d.StreamSeq, err)
+		}
+		if !r.inTimeRange(raw.Time) {
+			continue
+		}
+		ev, evErr := EventFromMsg(rawMsg{raw})
+		if evErr == nil && (ev.Source != d.Source || ev.ID != d.EventID) {
+			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: ReplayMismatch,
+				Error: fmt.Sprintf("dead letter is %s/%s", d.Source, d.EventID)})
+			continue
+		}
+		r.handle(ctx, ev, evErr, raw.Time)
+	}
+	return nil
+}
+
+// streamRange reads the consumer's subjects from the stream with an
+// ordered consumer, from the start sequence or time up to the stream's
+// last message at the start (or the end selectors).
+func (r *replayer) streamRange(ctx context.Context, js jetstream.JetStream, s jetstream.Stream) error {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("replay %s: stream info: %w", r.o.Consumer, err)
+	}
+	last := info.State.LastSeq
+	if r.o.ToSeq > 0 && r.o.ToSeq < last {
+		last = r.o.ToSeq
+	}
+	if last == 0 || r.o.FromSeq > last {
+		return nil
+	}
+	if err := r.loadUnresolved(ctx); err != nil {
+		return err
+	}
+	cons, err := js.OrderedConsumer(ctx, stream.Hooks, r.orderedConfig())
+	if err != nil {
+		return fmt.Errorf("replay %s: ordered consumer: %w", r.o.Consumer, err)
+	}
+	if ci := cons.CachedInfo(); ci != nil {
+		defer r.deleteConsumer(js, ci.Name)
+		if ci.NumPending == 0 {
+			return nil
+		}
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return fmt.Errorf("replay %s: read stream: %w", r.o.Consumer, err)
+	}
+	defer it.Stop()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		msg, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			return fmt.Errorf("replay %s: read stream: %w", r.o.Consumer, err)
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("replay %s: message metadata: %w", r.o.Consumer, err)
+		}
+		if md.Sequence.Stream > last || (!r.o.Until.IsZero() && !md.Timestamp.Before(r.o.Until)) {
+			return nil
+		}
+		if r.inTimeRange(md.Timestamp) {
+			ev, evErr := EventFromMsg(msg)
+			if r.o.EventID == "" || ev.ID == r.o.EventID {
+				r.handle(ctx, ev, evErr, md.Timestamp)
+			}
+		}
+		if md.Sequence.Stream == last || md.NumPending == 0 {
+			return nil
+		}
+	}
+}
+
+func (r *replayer) orderedConfig() jetstream.OrderedConsumerConfig {
+	types := r.o.EventTypes
+	if r.o.Type != "" {
+		types = []string{r.o.Type}
+	}
+	subjects := (&Options{Sources: r.o.Sources, EventTypes: types}).FilterSubjects()
+	cfg := jetstream.OrderedConsumerConfig{
+		FilterSubjects:    subjects,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		InactiveThreshold: time.Minute,
+		NamePrefix:        "hookbridge_replay_" + r.o.Consumer,
+	}
+	switch {
+	case r.o.FromSeq > 0:
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = r.o.FromSeq
+	case !r.o.Since.IsZero():
+		cfg.DeliverPolicy = jetstream.DeliverByStartTimePolicy
+		since := r.o.Since
+		cfg.OptStartTime = &since
+	}
+	return cfg
+}
+
+// deleteConsumer removes the replay's ephemeral consumer at once rather
+// than leaving it to the inactivity threshold.
+func (r *replayer) deleteConsumer(js jetstream.JetStream, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = js.DeleteConsumer(ctx, stream.Hooks, name) // best effort: it expires anyway
+}
+
+func (r *replayer) loadUnresolved(ctx context.Context) error {
+	if r.o.DryRun {
+		return nil
+	}
+	dls, err := ListDeadLetters(ctx, r.pool, DeadLetterFilter{Consumer: r.o.Consumer, UnresolvedOnly: true,
+		FromSeq: r.o.FromSeq, ToSeq: r.o.ToSeq})
+	if err != nil {
+		return fmt.Errorf("replay %s: %w", r.o.Consumer, err)
+	}
+	r.unresolved = map[uint64]bool{}
+	for _, d := range dls {
+		r.unresolved[d.StreamSeq] = true
+	}
+	return nil
+}
+
+func (r *replayer) inTimeRange(t time.Time) bool {
+	return (r.o.Since.IsZero() || !t.Before(r.o.Since)) && (r.o.Until.IsZero() || t.Before(r.o.Until))
+}
+
+// handle applies (or, in a dry run, classifies) one selected event.
+func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Time) {
+	it := ReplayItem{Seq: ev.StreamSeq, Time: at, Source: ev.Source, EventID: ev.ID, Type: ev.Type}
+	switch {
+	case evErr != nil:
+		it.Outcome, it.Error = ReplayUnusable, ShortError(evErr.Error())
+	case r.o.DryRun:
+		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
+		it.Outcome = out
+		if err != nil {
+			it.Outcome, it.Error = Failed.String(), ShortError(err.Error())
+		}
+	default:
+		r.apply(ctx, ev, &it)
+	}
+	r.report(it)
+}
+
+func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
+	out, err := r.applyWithRetry(ctx, ev)
+	it.Outcome = out.String()
+	if err != nil {
+		it.Error = ShortError(err.Error())
+		if r.unresolved[ev.StreamSeq] {
+			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev.StreamSeq, err); nerr != nil {
+				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", ShortError(nerr.Error()))
+			}
+		}
+		return
+	}
+	if (out == Processed || out == Duplicate) && r.unresolved[ev.StreamSeq] {
+		ok, err := resolveDeadLetter(ctx, r.pool, r.o.Consumer, ev.StreamSeq, ResolutionReplayed)
+		if err != nil {
+			// The event is applied; a later replay finds a duplicate and
+			// resolves the row then.
+			it.Error = ShortError(err.Error())
+			return
+		}
+		it.Resolved = ok
+		delete(r.unresolved, ev.StreamSeq)
+	}
+}
+
+// applyWithRetry applies ev, trying again a few times when the database
+// fails transiently, so a short blip does not fail an operator's replay.
+func (r *replayer) applyWithRetry(ctx context.Context, ev Event) (Outcome, error) {
+	delay := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, r.o.ApplyTimeout)
+		out, err := Apply(actx, r.pool, r.o.Consumer, r.o.Handler, ev)
+		cancel()
+		if err == nil || !IsTransient(err) || attempt == 3 {
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+			return Failed, err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+func (r *replayer) report(it ReplayItem) {
+	r.sum.add(it)
+	r.log.Debug("replayed", "consumer", r.o.Consumer, "seq", it.Seq, "source", it.Source, "event_id", it.EventID,
+		"type", it.Type, "outcome", it.Outcome, "err", it.Error)
+	if r.o.Report != nil {
+		r.o.Report(it)
+	}
+}
+
+// peekInbox tells what applying ev would do, reading the inbox only.
+func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event) (string, error) {
+	var stored []byte
+	err := pool.QueryRow(ctx, `
+		SELECT body_sha256 FROM hookbridge.inbox
+		WHERE consumer = $1 AND source = $2 AND event_id = $3`,
+		consumer, ev.Source, ev.ID).Scan(&stored)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ReplayNew, nil
+	case err != nil:
+		return "", fmt.Errorf("read inbox %s/%s: %w", ev.Source, ev.ID, err)
+	case string(stored) == string(ev.BodySHA256[:]):
+		return Duplicate.String(), nil
+	default:
+		return Conflict.String(), nil
+	}
+}
+
+// rawMsg presents a message read with GetMsg as a [jetstream.Msg], so
+// [EventFromMsg] is the one place that turns stream messages into events.
+// It cannot be acknowledged: it was not delivered by a consumer.
+type rawMsg struct{ m *jetstream.RawStreamMsg }
+
+var errNotDelivered = errors.New("message read by sequence cannot be acknowledged")
+
+func (r rawMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{
+		Sequence:     jetstream.SequencePair{Stream: r.m.Sequence},
+		NumDelivered: 1,
+		Timestamp:    r.m.Time,
+		Stream:       stream.Hooks,
+	}, nil
+}
+func (r rawMsg) Data() []byte                     { return r.m.Data }
+func (r rawMsg) Headers() nats.Header             { return r.m.Header }
+func (r rawMsg) Subject() string                  { return r.m.Subject }
+func (r rawMsg) Reply() string                    { return "" }
+func (r rawMsg) Ack() error                       { return errNotDelivered }
+func (r rawMsg) DoubleAck(context.Context) error  { return errNotDelivered }
+func (r rawMsg) Nak() error                       { return errNotDelivered }
+func (r rawMsg) NakWithDelay(time.Duration) error { return errNotDelivered }
+func (r rawMsg) InProgress() error                { return errNotDelivered }
+func (r rawMsg) Term() error                      { return errNotDelivered }
+func (r rawMsg) TermWithReason(string) error      { return errNotDelivered }
