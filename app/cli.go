@@ -30,6 +30,7 @@ type Globals struct {
 type CLI struct {
 	Globals
 	Serve   ServeCmd   `cmd:"" help:"Run the ingress, the consumers and the outbox relay."`
+	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
 	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
 	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
 }
@@ -138,6 +139,14 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		return err
 	}
 	return srv.Run(ctx, nil)
+}
+
+// RelayCmd runs the outbox relay alone, so it can scale separately.
+type RelayCmd struct{}
+
+// Run implements the relay command.
+func (c *RelayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return (&ServeCmd{Role: []string{RoleRelay}}).Run(ctx, g, rt)
 }
 
 // MigrateCmd applies migrations.
