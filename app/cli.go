@@ -33,6 +33,11 @@ type CLI struct {
 	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
 	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
 	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
+	// Operator commands (app/ops*.go).
+	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
+	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
+	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List or show messages consumers gave up on."`
+	Conflicts   ConflictsCmd   `cmd:"" help:"List or show events whose id came back with a different body."`
 }
 
 // Env is the process's environment.

@@ -42,7 +42,7 @@ type DeadLetter struct {
 	Deliveries int        `json:"deliveries"`
 	Reason     string     `json:"reason"`
 	LastError  string     `json:"last_error"`
-	Body       []byte     `json:"body,omitempty"` // filled by GetDeadLetter only
+	Body       []byte     `json:"-"` // filled by GetDeadLetter only; shown by `dead-letters show`
 	DeadAt     time.Time  `json:"dead_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Resolution string     `json:"resolution,omitempty"`

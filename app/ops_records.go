@@ -1,0 +1,250 @@
+package app
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/consumer"
+)
+
+// DeadLettersCmd inspects hookbridge.dead_letters.
+type DeadLettersCmd struct {
+	List DeadLettersListCmd `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
+	Show DeadLettersShowCmd `cmd:"" help:"Show one dead letter with its body."`
+}
+
+// DeadLettersListCmd lists dead letters.
+type DeadLettersListCmd struct {
+	Consumer string `help:"Only this consumer."`
+	All      bool   `help:"Include resolved dead letters."`
+	Limit    int    `help:"At most this many rows." default:"100"`
+	JSON     bool   `help:"Print JSON."`
+}
+
+// Run implements `dead-letters list`.
+func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
+		dls, err := consumer.ListDeadLetters(ctx, pool, consumer.DeadLetterFilter{
+			Consumer: c.Consumer, UnresolvedOnly: !c.All, Limit: c.Limit,
+		})
+		if err != nil {
+			return fmt.Errorf("dead-letters: %w", dbError(err))
+		}
+		if c.JSON {
+			if dls == nil {
+				dls = []consumer.DeadLetter{}
+			}
+			return writeJSON(rt.stdout, dls)
+		}
+		t := newTable(rt.stdout, "ID", "CONSUMER", "SEQ", "SOURCE", "EVENT ID", "TYPE", "DELIVERIES", "REASON", "DEAD AT", "RESOLVED", "LAST ERROR")
+		for _, d := range dls {
+			resolved := "-"
+			if d.ResolvedAt != nil {
+				resolved = fmtTime(*d.ResolvedAt)
+			}
+			t.row(fmt.Sprint(d.ID), d.Consumer, fmt.Sprint(d.StreamSeq), d.Source, d.EventID, d.EventType,
+				fmt.Sprint(d.Deliveries), d.Reason, fmtTime(d.DeadAt), resolved, clip(d.LastError, 60))
+		}
+		return t.flush()
+	})
+}
+
+// DeadLettersShowCmd shows one dead letter.
+type DeadLettersShowCmd struct {
+	ID   int64 `arg:"" help:"Dead letter id (from list)."`
+	JSON bool  `help:"Print JSON."`
+}
+
+// Run implements `dead-letters show`.
+func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
+		d, err := consumer.GetDeadLetter(ctx, pool, c.ID)
+		if err != nil {
+			return fmt.Errorf("dead-letters: %w", dbError(err))
+		}
+		body := d.Body
+		d.Body = nil
+		if c.JSON {
+			return writeJSON(rt.stdout, struct {
+				consumer.DeadLetter
+				bodyView
+			}{d, viewBody(body)})
+		}
+		resolved := "no"
+		if d.ResolvedAt != nil {
+			resolved = fmtTime(*d.ResolvedAt) + " (" + d.Resolution + ")"
+		}
+		return printRecord(rt.stdout, [][2]string{
+			{"id", fmt.Sprint(d.ID)}, {"consumer", d.Consumer}, {"source", d.Source}, {"event id", d.EventID},
+			{"type", d.EventType}, {"subject", d.Subject}, {"stream seq", fmt.Sprint(d.StreamSeq)},
+			{"deliveries", fmt.Sprint(d.Deliveries)}, {"reason", d.Reason}, {"dead at", fmtTime(d.DeadAt)},
+			{"resolved", resolved}, {"last error", d.LastError},
+		}, body)
+	})
+}
+
+// ConflictsCmd inspects hookbridge.conflicts.
+type ConflictsCmd struct {
+	List ConflictsListCmd `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
+	Show ConflictsShowCmd `cmd:"" help:"Show one conflict with the rejected body."`
+}
+
+// ConflictsListCmd lists conflicts.
+type ConflictsListCmd struct {
+	Limit int  `help:"At most this many rows (newest first)." default:"100"`
+	JSON  bool `help:"Print JSON."`
+}
+
+// Conflict is one row of hookbridge.conflicts as operators see it.
+type Conflict struct {
+	ID             int64     `json:"id"`
+	DetectedBy     string    `json:"detected_by"`
+	Source         string    `json:"source"`
+	EventID        string    `json:"event_id"`
+	EventType      string    `json:"event_type"`
+	OriginalSHA256 string    `json:"original_sha256,omitempty"`
+	OriginalSeq    uint64    `json:"original_seq,omitempty"`
+	RejectedSHA256 string    `json:"rejected_sha256"`
+	RejectedSeq    uint64    `json:"rejected_seq,omitempty"`
+	DetectedAt     time.Time `json:"detected_at"`
+}
+
+const conflictColumns = `id, detected_by, source, event_id, event_type, coalesce(original_sha256, ''::bytea),
+	coalesce(original_seq, 0), rejected_sha256, coalesce(rejected_seq, 0), detected_at`
+
+func scanConflict(row pgx.CollectableRow) (Conflict, error) { return scanConflictWith(row) }
+
+// scanConflictWith scans conflictColumns and then the extra columns.
+func scanConflictWith(row pgx.CollectableRow, extra ...any) (Conflict, error) {
+	var c Conflict
+	var orig, rej []byte
+	var origSeq, rejSeq int64
+	dest := append([]any{&c.ID, &c.DetectedBy, &c.Source, &c.EventID, &c.EventType, &orig, &origSeq, &rej, &rejSeq, &c.DetectedAt}, extra...)
+	err := row.Scan(dest...)
+	c.OriginalSHA256, c.RejectedSHA256 = hex.EncodeToString(orig), hex.EncodeToString(rej)
+	c.OriginalSeq, c.RejectedSeq = uint64(origSeq), uint64(rejSeq)
+	return c, err
+}
+
+// Run implements `conflicts list`.
+func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
+		rows, err := pool.Query(ctx, `SELECT `+conflictColumns+` FROM hookbridge.conflicts ORDER BY id DESC LIMIT $1`, max(c.Limit, 1))
+		if err != nil {
+			return fmt.Errorf("conflicts: %w", dbError(err))
+		}
+		list, err := pgx.CollectRows(rows, scanConflict)
+		if err != nil {
+			return fmt.Errorf("conflicts: %w", err)
+		}
+		if c.JSON {
+			if list == nil {
+				list = []Conflict{}
+			}
+			return writeJSON(rt.stdout, list)
+		}
+		t := newTable(rt.stdout, "ID", "DETECTED BY", "SOURCE", "EVENT ID", "TYPE", "ORIGINAL SEQ", "REJECTED SEQ", "DETECTED AT")
+		for _, x := range list {
+			t.row(fmt.Sprint(x.ID), x.DetectedBy, x.Source, x.EventID, x.EventType, seqCell(x.OriginalSeq), seqCell(x.RejectedSeq), fmtTime(x.DetectedAt))
+		}
+		return t.flush()
+	})
+}
+
+// ConflictsShowCmd shows one conflict.
+type ConflictsShowCmd struct {
+	ID   int64 `arg:"" help:"Conflict id (from list)."`
+	JSON bool  `help:"Print JSON."`
+}
+
+// Run implements `conflicts show`.
+func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
+		rows, err := pool.Query(ctx, `SELECT `+conflictColumns+`, rejected_body FROM hookbridge.conflicts WHERE id = $1`, c.ID)
+		if err != nil {
+			return fmt.Errorf("conflicts: %w", dbError(err))
+		}
+		var body []byte
+		x, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (Conflict, error) {
+			return scanConflictWith(row, &body)
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("conflicts: conflict %d not found", c.ID)
+		}
+		if err != nil {
+			return fmt.Errorf("conflicts: %w", err)
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, struct {
+				Conflict
+				bodyView
+			}{x, viewBody(body)})
+		}
+		return printRecord(rt.stdout, [][2]string{
+			{"id", fmt.Sprint(x.ID)}, {"detected by", x.DetectedBy}, {"source", x.Source}, {"event id", x.EventID},
+			{"type", x.EventType}, {"original seq", seqCell(x.OriginalSeq)}, {"original sha256", x.OriginalSHA256},
+			{"rejected seq", seqCell(x.RejectedSeq)}, {"rejected sha256", x.RejectedSHA256}, {"detected at", fmtTime(x.DetectedAt)},
+		}, body)
+	})
+}
+
+// withPool loads the configuration, opens the database and runs fn.
+func withPool(ctx context.Context, g *Globals, rt *runtime, fn func(pool *pgxpool.Pool) error) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	pool, err := opsPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return fn(pool)
+}
+
+// bodyView carries a body in JSON: as text when it is UTF-8, else base64.
+type bodyView struct {
+	Body       *string `json:"body,omitempty"`
+	BodyBase64 []byte  `json:"body_base64,omitempty"`
+}
+
+func viewBody(b []byte) bodyView {
+	if utf8.Valid(b) {
+		s := string(b)
+		return bodyView{Body: &s}
+	}
+	return bodyView{BodyBase64: b}
+}
+
+// printRecord prints labelled fields, then the body verbatim.
+func printRecord(w io.Writer, fields [][2]string, body []byte) error {
+	t := newTable(w, "FIELD", "VALUE")
+	for _, f := range fields {
+		t.row(f[0], f[1])
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nbody (%d bytes):\n", len(body))
+	if !utf8.Valid(body) {
+		fmt.Fprintln(w, hex.Dump(body))
+		return nil
+	}
+	fmt.Fprintln(w, string(body))
+	return nil
+}
+
+func seqCell(seq uint64) string {
+	if seq == 0 {
+		return "-"
+	}
+	return fmt.Sprint(seq)
+}
