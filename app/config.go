@@ -31,6 +31,7 @@ type Config struct {
 	NATSURL      string        `yaml:"nats_url"`
 	DataDir      string        `yaml:"data_dir"`
 	MaxBodyBytes int64         `yaml:"max_body_bytes"`
+	MaxInFlight  int           `yaml:"max_in_flight"`
 	LogFormat    string        `yaml:"log_format"` // text or json
 	LogLevel     string        `yaml:"log_level"`  // debug, info, warn, error
 	Streams      StreamsConfig `yaml:"streams"`

@@ -165,15 +165,8 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.listener = ln
-	s.httpSrv = &http.Server{
-		Handler: mux,
-		// Slow or endless requests are cut off instead of holding memory.
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-	}
+	// Slow or endless requests are cut off instead of holding memory.
+	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 
 	workers := pool.New().WithErrors().WithContext(ctx)
 	workers.Go(func(context.Context) error {
@@ -275,7 +268,7 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 		}
 		sources = append(sources, src)
 	}
-	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, Logger: s.log})
+	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log})
 }
 
 func (s *Server) consumers() ([]*consumer.Consumer, error) {

@@ -36,6 +36,10 @@ type Source struct {
 	// EventID and EventType say where the sender puts them.
 	EventID   Field
 	EventType Field
+	// Challenge answers the sender's endpoint-verification handshake, if
+	// it has one. Nil means the default for the verifier: Slack's
+	// url_verification for a *verify.Slack, none otherwise.
+	Challenge Challenge
 }
 
 // Options configure the ingress handler.
@@ -47,6 +51,12 @@ type Options struct {
 	PublishTimeout time.Duration
 	// RetryAfter is sent with 503 answers (default 5s).
 	RetryAfter time.Duration
+	// MaxInFlight bounds the requests being read, verified and published
+	// at once (default [DefaultMaxInFlight]; negative means no bound).
+	// Together with MaxBodyBytes it caps the memory bodies can take. A
+	// request over the bound is answered 503 with Retry-After at once,
+	// before its body is read.
+	MaxInFlight int
 	// Now is the clock (default time.Now); tests set it.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -55,11 +65,17 @@ type Options struct {
 // DefaultMaxBodyBytes is the default body limit.
 const DefaultMaxBodyBytes = 1 << 20
 
+// DefaultMaxInFlight is the default bound on concurrent requests: with the
+// default body limit, at most 256 MiB of bodies are held at once.
+const DefaultMaxInFlight = 256
+
 // Handler serves POST /webhooks/{source}.
 type Handler struct {
 	js      jetstream.JetStream
 	opts    Options
 	sources map[string]Source
+	// inflight is a counting semaphore of MaxInFlight slots (nil: no bound).
+	inflight chan struct{}
 
 	mu    sync.Mutex
 	hooks jetstream.Stream // looked up on first duplicate, then cached
@@ -76,6 +92,9 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 5 * time.Second
 	}
+	if opts.MaxInFlight == 0 {
+		opts.MaxInFlight = DefaultMaxInFlight
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -83,6 +102,9 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		opts.Logger = slog.Default()
 	}
 	h := &Handler{js: js, opts: opts, sources: map[string]Source{}}
+	if opts.MaxInFlight > 0 {
+		h.inflight = make(chan struct{}, opts.MaxInFlight)
+	}
 	for _, s := range opts.Sources {
 		if !stream.ValidName(s.Name) {
 			return nil, fmt.Errorf("source %q: name must be letters, digits, '-' or '_'", s.Name)
@@ -98,6 +120,9 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		}
 		if err := s.EventType.Validate(); err != nil {
 			return nil, fmt.Errorf("source %q: event type: %w", s.Name, err)
+		}
+		if s.Challenge == nil {
+			s.Challenge = defaultChallenge(s.Verifier)
 		}
 		h.sources[s.Name] = s
 	}
@@ -127,13 +152,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs, "reason", res.reason)
 	}
 	level := slog.LevelInfo
-	if res.code >= 500 {
+	if res.code >= 500 && res.reason != reasonOverloaded {
 		level = slog.LevelError
 	} else if res.code >= 400 {
 		level = slog.LevelWarn
 	}
 	h.opts.Logger.Log(r.Context(), level, "webhook", attrs...)
 }
+
+// reasonOverloaded is the reason of a request refused by MaxInFlight.
+const reasonOverloaded = "overloaded"
 
 type result struct {
 	source string
@@ -163,6 +191,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	if !ok {
 		return fail(http.StatusNotFound, "unknown source")
 	}
+	if h.inflight != nil {
+		// Refuse at once rather than queue: a queue would hold the
+		// connections (and soon the bodies) the bound is there to limit.
+		select {
+		case h.inflight <- struct{}{}:
+			defer func() { <-h.inflight }()
+		default:
+			return fail(http.StatusServiceUnavailable, reasonOverloaded)
+		}
+	}
 	body, err := readBody(w, r, h.opts.MaxBodyBytes)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -177,6 +215,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	}
 
 	// Only now, with the signature checked, is the body looked at.
+	if src.Challenge != nil {
+		answer, err := src.Challenge(r.Header, body)
+		if err != nil {
+			return fail(http.StatusBadRequest, err.Error())
+		}
+		if answer != nil {
+			writeChallenge(w, answer)
+			return result{source: name, code: http.StatusOK, body: Response{Status: "challenge"}, reason: "challenge"}
+		}
+	}
 	id, typ, err := identify(src, r.Header, body)
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
