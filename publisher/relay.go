@@ -259,9 +259,9 @@ func (r *Relay) retryDelay(attempts int, ambiguous bool) time.Duration {
 func (r *Relay) nextDue(ctx context.Context) (time.Duration, bool, error) {
 	var ms *int64
 	err := r.pool.QueryRow(ctx, `
-		SELECT ceil(extract(epoch FROM min(next_attempt_at) - clock_timestamp()) * 1000)::bigint
+		SELECT ceil(extract(epoch FROM min(next_attempt_at) - now()) * 1000)::bigint
 		FROM hookbridge.outbox
-		WHERE status = 'pending' AND next_attempt_at > clock_timestamp()`).Scan(&ms)
+		WHERE status = 'pending' AND next_attempt_at > now()`).Scan(&ms)
 	if err != nil || ms == nil {
 		return 0, false, err
 	}
@@ -343,14 +343,17 @@ func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	}
 	var total int64
 	for {
+		// now() (not clock_timestamp()) so the cutoff is an index condition
+		// on outbox_sent_at_idx; = ANY(ARRAY(...)) so the delete probes the
+		// primary key instead of hash-joining against the whole table.
 		tag, err := r.pool.Exec(ctx, `
 			DELETE FROM hookbridge.outbox
-			WHERE id IN (
+			WHERE id = ANY (ARRAY(
 				SELECT id FROM hookbridge.outbox
-				WHERE status = 'sent' AND sent_at < clock_timestamp() - $1 * interval '1 microsecond'
+				WHERE status = 'sent' AND sent_at < now() - $1 * interval '1 microsecond'
 				ORDER BY sent_at
 				LIMIT $2
-				FOR UPDATE SKIP LOCKED)`,
+				FOR UPDATE SKIP LOCKED))`,
 			r.opts.Retention.Microseconds(), PurgeBatchSize)
 		if err != nil {
 			return total, fmt.Errorf("purge sent outbox rows: %w", err)

@@ -679,3 +679,39 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// A key's oldest pending row that the claim's LIMIT left out (here it sorts
+// after a later row of its key) is locked and published first, instead of
+// the later row being skipped round after round.
+func TestKeyHeadBehindLimitIsClaimed(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+
+	enqueue(t, db.Pool, msg("second", "K"))
+	enqueue(t, db.Pool, msg("first", "K"))
+	// Make "first" the head of K (lower key_seq) while "second" keeps the
+	// lower id, both due at the same instant: the claim meets "second" first.
+	if _, err := db.Pool.Exec(ctx, `
+		UPDATE hookbridge.outbox SET key_seq = CASE event_id WHEN 'first' THEN 1 ELSE 2 END,
+		       next_attempt_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	opts := fastOpts()
+	opts.BatchSize = 1
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	for _, want := range []string{"first", "second"} {
+		n, err := r.RunOnce(ctx)
+		if err != nil || n != 1 {
+			t.Fatalf("RunOnce = %d, %v; want %s published", n, err, want)
+		}
+	}
+	var got []string
+	for _, m := range eventsMsgs(t, ns.JS) {
+		got = append(got, m.id)
+	}
+	if !slices.Equal(got, []string{"first", "second"}) {
+		t.Fatalf("stream = %v, want key_seq order", got)
+	}
+}
