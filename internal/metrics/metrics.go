@@ -1,0 +1,172 @@
+// Package metrics holds hookbridge's Prometheus metrics and the observer
+// API the ingress, the consumers and the relay report through.
+//
+// Each [Registry] has its own prometheus.Registry: nothing is registered
+// with the client library's global default registry, so several servers
+// (tests, or two roles in one process) never share or collide on state.
+// Counters and histograms are updated as things happen; gauges that
+// describe state held elsewhere (JetStream consumer info, outbox rows) are
+// read at scrape time by collectors bounded by a timeout.
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Namespace prefixes every hookbridge metric.
+const Namespace = "hookbridge"
+
+// Consumer outcomes, the values of the outcome label of
+// hookbridge_consumer_events_total.
+const (
+	OutcomeProcessed    = "processed"
+	OutcomeDuplicate    = "duplicate"
+	OutcomeConflict     = "conflict"
+	OutcomeFailed       = "failed"
+	OutcomeDeadLettered = "dead_lettered"
+)
+
+// Ingress publish results, the values of the result label of
+// hookbridge_ingress_publish_seconds.
+const (
+	PublishStored    = "stored"
+	PublishDuplicate = "duplicate"
+	PublishError     = "error"
+)
+
+// UnknownSource is the source label of requests for a source that is not
+// configured: the label set stays bounded whatever paths clients try.
+const UnknownSource = "_unknown"
+
+// Registry is one process's metrics.
+type Registry struct {
+	reg *prometheus.Registry
+
+	ingressRequests *prometheus.CounterVec
+	verifyFailures  *prometheus.CounterVec
+	ingressPublish  *prometheus.HistogramVec
+
+	consumerEvents *prometheus.CounterVec
+	applySeconds   *prometheus.HistogramVec
+	batchSize      *prometheus.HistogramVec
+
+	relayPublish *prometheus.HistogramVec
+	relayRows    *prometheus.CounterVec
+}
+
+// latencyBuckets span a fast local publish or commit (≈1 ms) to a
+// timeout (10 s and more).
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// New returns a registry with every hookbridge metric plus the Go runtime
+// and process collectors.
+func New() *Registry {
+	r := &Registry{reg: prometheus.NewRegistry()}
+	r.ingressRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "ingress", Name: "requests_total",
+		Help: "Webhook requests answered by the ingress, by source and HTTP status code.",
+	}, []string{"source", "status"})
+	r.verifyFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "ingress", Name: "verification_failures_total",
+		Help: "Webhook requests refused because the signature did not verify, by source and reason (missing, malformed, mismatch, stale, other).",
+	}, []string{"source", "reason"})
+	r.ingressPublish = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "ingress", Name: "publish_seconds",
+		Help:    "Time from the ingress's publish to HOOKS until JetStream's PubAck, by result (stored, duplicate, error).",
+		Buckets: latencyBuckets,
+	}, []string{"result"})
+	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "consumer", Name: "events_total",
+		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, failed (rolled back, will be retried or dead-lettered), dead_lettered.",
+	}, []string{"consumer", "outcome"})
+	r.applySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "consumer", Name: "apply_seconds",
+		Help:    "Duration of one apply transaction (a batch of events: inbox claims, handlers, commit).",
+		Buckets: latencyBuckets,
+	}, []string{"consumer"})
+	r.batchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "consumer", Name: "batch_size",
+		Help:    "Events applied per transaction.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+	}, []string{"consumer"})
+	r.relayPublish = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "relay", Name: "publish_seconds",
+		Help:    "Time the relay took to publish one claimed batch of outbox rows and receive their PubAcks.",
+		Buckets: latencyBuckets,
+	}, []string{})
+	r.relayRows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "relay", Name: "rows_total",
+		Help: "Outbox rows the relay tried to publish, by result: sent (PubAck received) or failed (rescheduled or dead).",
+	}, []string{"result"})
+
+	r.reg.MustRegister(
+		r.ingressRequests, r.verifyFailures, r.ingressPublish,
+		r.consumerEvents, r.applySeconds, r.batchSize,
+		r.relayPublish, r.relayRows,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return r
+}
+
+// Gatherer is the underlying registry, for tests and for serving it
+// another way.
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
+
+// Register adds a collector (see [NewJetStreamCollector] and
+// [NewOutboxCollector]).
+func (r *Registry) Register(c prometheus.Collector) error { return r.reg.Register(c) }
+
+// Handler serves the registry in the Prometheus exposition formats. A
+// collector that fails is reported in the answer's log and skipped; the
+// other metrics are still served.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{
+		Registry:          r.reg,
+		ErrorHandling:     promhttp.ContinueOnError,
+		Timeout:           10 * time.Second,
+		EnableOpenMetrics: true,
+	})
+}
+
+// IngressRequest counts one answered webhook request. reason is the
+// signature failure reason for a 401 ("" otherwise).
+func (r *Registry) IngressRequest(source string, status int, verifyReason string) {
+	r.ingressRequests.WithLabelValues(source, strconv.Itoa(status)).Inc()
+	if verifyReason != "" {
+		r.verifyFailures.WithLabelValues(source, verifyReason).Inc()
+	}
+}
+
+// IngressPublish records one publish to HOOKS and its result
+// ([PublishStored], [PublishDuplicate] or [PublishError]).
+func (r *Registry) IngressPublish(result string, d time.Duration) {
+	r.ingressPublish.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ConsumerBatch records one apply transaction of size events.
+func (r *Registry) ConsumerBatch(consumer string, size int, d time.Duration) {
+	r.applySeconds.WithLabelValues(consumer).Observe(d.Seconds())
+	r.batchSize.WithLabelValues(consumer).Observe(float64(size))
+}
+
+// ConsumerEvent counts one message's outcome (one of the Outcome* names).
+func (r *Registry) ConsumerEvent(consumer, outcome string) {
+	r.consumerEvents.WithLabelValues(consumer, outcome).Inc()
+}
+
+// RelayBatch records one relay publish of sent+failed rows.
+func (r *Registry) RelayBatch(sent, failed int, d time.Duration) {
+	if sent+failed == 0 {
+		return
+	}
+	r.relayPublish.WithLabelValues().Observe(d.Seconds())
+	r.relayRows.WithLabelValues("sent").Add(float64(sent))
+	r.relayRows.WithLabelValues("failed").Add(float64(failed))
+}
