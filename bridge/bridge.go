@@ -60,6 +60,9 @@ type Options struct {
 	// Now is the clock (default time.Now); tests set it.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Observer, when set, is told each request's outcome (metrics,
+	// tracing); see observe.go.
+	Observer Observer
 }
 
 // DefaultMaxBodyBytes is the default body limit.
@@ -158,6 +161,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		level = slog.LevelWarn
 	}
 	h.opts.Logger.Log(r.Context(), level, "webhook", attrs...)
+	h.observe(r, res, start)
 }
 
 // reasonOverloaded is the reason of a request refused by MaxInFlight.
