@@ -47,6 +47,9 @@ type Options struct {
 	Backoff []time.Duration
 
 	Logger *slog.Logger
+	// Observer, when set, is told each batch and each message's outcome
+	// (metrics); see observe.go.
+	Observer Observer
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -194,6 +197,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	start := time.Now()
 	results := ApplyBatch(ctx, c.pool, c.opts.Name, c.opts.Handler, evs)
 	elapsed := time.Since(start)
+	c.observeBatch(len(evs), elapsed)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
@@ -210,6 +214,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		default:
 			actions[i] = c.onFailure(ctx, ev, res.Err, attrs)
 		}
+		c.observeOutcome(res.Outcome.String())
 	}
 	return actions
 }

@@ -232,5 +232,6 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 		return retry
 	}
 	c.opts.Logger.Error("event dead-lettered", attrs...)
+	c.observeOutcome(OutcomeDeadLettered)
 	return action{kind: term}
 }
