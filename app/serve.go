@@ -21,6 +21,7 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/publisher"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -45,8 +46,6 @@ type Server struct {
 	pool     *pgxpool.Pool
 	httpSrv  *http.Server
 	listener net.Listener
-	// relay, when set, runs the outbox relay (see relay.go).
-	relay func(ctx context.Context) error
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -215,8 +214,16 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
 		group.Go(rec.Run)
 	}
-	if s.roles[RoleRelay] && s.relay != nil {
-		group.Go(s.relay)
+	if s.roles[RoleRelay] {
+		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
+			BatchSize:    s.cfg.Relay.BatchSize,
+			PollInterval: s.cfg.Relay.PollInterval,
+			MaxAttempts:  s.cfg.Relay.MaxAttempts,
+			Retention:    s.cfg.Relay.Retention,
+			Stream:       s.streamOptions(),
+			Logger:       s.log,
+		})
+		group.Go(relay.Run)
 	}
 	return group.Wait()
 }
