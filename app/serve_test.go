@@ -133,3 +133,66 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 			info.NumAckPending, info.NumPending, info.AckFloor.Stream)
 	}
 }
+
+// TestServeRelaysOutboxEvents follows one webhook through all three roles:
+// applied once, its outbox row published to EVENTS with the stable id and
+// marked sent.
+func TestServeRelaysOutboxEvents(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	cfg := Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: db.URL, DataDir: t.TempDir()}
+	cfg.ApplyEnv(env)
+	cfg.Sources = DefaultSources(env)
+	cfg.Consumers = DefaultConsumers()
+	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func(addr string) { addrCh <- addr }) }()
+	defer func() { cancel(); <-done }()
+	addr := <-addrCh
+
+	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": "o-9", "amount_cents": 9, "currency": "EUR"}})
+	for range 2 { // the second delivery is a duplicate and must not add an event
+		req, err := SignedRequest(ctx, "http://"+addr+"/webhooks/demo", cfg.Sources[0].secretsRead[0], "evt-9", time.Now(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	testenv.Eventually(t, 10*time.Second, "outbox row sent", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'") == 1
+	})
+	s, err := srv.js.Stream(ctx, stream.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("EVENTS holds %d messages, want 1", info.State.Msgs)
+	}
+	msg, err := s.GetMsg(ctx, info.State.LastSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(stream.HeaderMsgID); got != "orders:demo:evt-9" || msg.Subject != "events.orders.created" {
+		t.Fatalf("relayed %s with id %q, want events.orders.created with orders:demo:evt-9", msg.Subject, got)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.outbox"); n != 1 {
+		t.Fatalf("outbox rows = %d, want 1", n)
+	}
+}
