@@ -54,6 +54,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 		} else {
 			headers = map[string]string{}
 		}
+		headers = addContextHeaders(ctx, headers) // see WithHeaders
 		var key *string
 		if m.OrderingKey != "" {
 			key = &m.OrderingKey

@@ -65,6 +65,9 @@ type RelayOptions struct {
 	Stream stream.Options
 	// Logger receives the relay's logs (slog.Default()).
 	Logger *slog.Logger
+	// Observer, when set, is told each batch's publish results (metrics,
+	// tracing); see observe.go.
+	Observer Observer
 }
 
 func (o RelayOptions) withDefaults() RelayOptions {

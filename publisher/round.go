@@ -125,7 +125,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	}
 	res.claimed += extra
 
-	out := r.publish(chains)
+	out := r.publishObserved(chains)
 	if h := r.hooks.afterPublish; h != nil {
 		ids := make([]string, 0, len(out.sent))
 		for _, o := range out.sent {
