@@ -715,3 +715,60 @@ func TestKeyHeadBehindLimitIsClaimed(t *testing.T) {
 		t.Fatalf("stream = %v, want key_seq order", got)
 	}
 }
+
+// A relay whose session dies mid-batch (after publishing, before marking)
+// releases its claim with the session: until then no other relay can take
+// the rows, afterwards another relay republishes them, de-duplicated.
+func TestDeadSessionReleasesClaim(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+	enqueue(t, db.Pool, msg("ev-1", ""), msg("ev-2", "K"))
+
+	stuck := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	published, release := make(chan struct{}), make(chan struct{})
+	publisher.SetAfterPublish(stuck, func([]string) error {
+		close(published)
+		<-release
+		return nil
+	})
+	stuckDone := make(chan error, 1)
+	go func() {
+		_, err := stuck.RunOnce(ctx)
+		stuckDone <- err
+	}()
+	<-published
+	if got := ns.StreamMsgs(t, stream.Events); got != 2 {
+		t.Fatalf("stream holds %d msgs, want 2", got)
+	}
+
+	other := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	if n, err := other.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("second relay published %d, %v while the rows were claimed", n, err)
+	}
+	// The stuck relay's session dies.
+	if n := db.Count(t, `SELECT count(*) FROM (
+		SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND state = 'idle in transaction') t`); n != 1 {
+		t.Fatalf("terminated %d sessions, want the stuck relay's", n)
+	}
+	close(release)
+	if err := <-stuckDone; err == nil {
+		t.Fatal("stuck relay's round succeeded without its session")
+	}
+
+	testenv.Eventually(t, 10*time.Second, "claim released", func() bool {
+		n, err := other.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 2
+	})
+	if got := ns.StreamMsgs(t, stream.Events); got != 2 {
+		t.Fatalf("stream holds %d msgs after the retry, want 2", got)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent' AND attempts = 0`); n != 2 {
+		t.Fatalf("sent rows = %d, want 2", n)
+	}
+}
