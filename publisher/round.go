@@ -105,7 +105,10 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.PublishTimeout+30*time.Second)
 	defer cancel()
 
-	tx, err := r.pool.Begin(rctx)
+	// READ COMMITTED whatever the connection's default: the key-head read
+	// needs a fresh snapshot, and FOR UPDATE must not raise serialization
+	// failures when another relay just marked a row.
+	tx, err := r.pool.BeginTx(rctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return res, fmt.Errorf("outbox claim: begin: %w", err)
 	}
@@ -155,7 +158,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
 	// A relay stuck with an open transaction (hung process, partition)
 	// loses its session and with it the claim.
-	idle := r.opts.PublishTimeout + 30*time.Second
+	idle := r.opts.PublishTimeout + 10*time.Second
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, fmt.Sprint(idle.Milliseconds()))
 	b.Queue(`SELECT `+rowColumns+`
