@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/tracing"
 )
 
 // DevSecret is the demo source's secret when HOOKBRIDGE_DEMO_SECRET is
@@ -32,12 +34,24 @@ type Config struct {
 	DataDir      string        `yaml:"data_dir"`
 	MaxBodyBytes int64         `yaml:"max_body_bytes"`
 	MaxInFlight  int           `yaml:"max_in_flight"`
+	MetricsAddr  string        `yaml:"metrics_addr"`
 	LogFormat    string        `yaml:"log_format"` // text or json
 	LogLevel     string        `yaml:"log_level"`  // debug, info, warn, error
 	Streams      StreamsConfig `yaml:"streams"`
 	Sources      []SourceConfig
 	Consumers    []ConsumerConfig
 	Relay        RelayConfig `yaml:"relay"`
+
+	// Tracing: OpenTelemetry; metrics_addr above moves /metrics off http_addr.
+	Tracing TracingConfig `yaml:"tracing"`
+}
+
+// TracingConfig configures OpenTelemetry tracing (off when no endpoint).
+type TracingConfig struct {
+	// OTLPEndpoint is the OTLP/HTTP collector, e.g. http://otel-collector:4318.
+	OTLPEndpoint string  `yaml:"otlp_endpoint"`
+	ServiceName  string  `yaml:"service_name"`
+	SampleRatio  float64 `yaml:"sample_ratio"` // of new traces; 0 = all
 }
 
 // StreamsConfig tunes the JetStream streams.
@@ -155,6 +169,16 @@ func (c *Config) ApplyEnv(env Env) {
 	set(&c.DataDir, "HOOKBRIDGE_DATA_DIR")
 	set(&c.LogFormat, "HOOKBRIDGE_LOG_FORMAT")
 	set(&c.LogLevel, "HOOKBRIDGE_LOG_LEVEL")
+	set(&c.MetricsAddr, "HOOKBRIDGE_METRICS_ADDR")
+	set(&c.Tracing.OTLPEndpoint, "HOOKBRIDGE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	set(&c.Tracing.ServiceName, "OTEL_SERVICE_NAME")
+	if v, ok := env("HOOKBRIDGE_STREAM_REPLICAS"); ok && v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			n = -1 // refused by Validate, naming the variable
+		}
+		c.Streams.Replicas = n
+	}
 	set(&c.DatabaseURL, "HOOKBRIDGE_DATABASE_URL", "DATABASE_URL")
 	if c.DatabaseURL == "" {
 		// pgx builds a connection from the standard PG* variables when
@@ -230,6 +254,17 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	}
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must be positive")
+	}
+	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
+		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")
+	}
+	if c.Tracing.OTLPEndpoint != "" {
+		if _, err := tracing.TracesURL(c.Tracing.OTLPEndpoint); err != nil {
+			bad("tracing.otlp_endpoint", "%v", err)
+		}
+	}
+	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 {
+		bad("tracing.sample_ratio", "must be between 0 and 1")
 	}
 	switch c.LogFormat {
 	case "text", "json":

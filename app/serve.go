@@ -46,6 +46,10 @@ type Server struct {
 	pool     *pgxpool.Pool
 	httpSrv  *http.Server
 	listener net.Listener
+	// tel holds the metrics, the tracer and the consumers' readiness
+	// (metrics.go, tracing.go).
+	tel             telemetry
+	metricsListener net.Listener
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -120,6 +124,11 @@ func (s *Server) Addr() string {
 // Run starts every role and blocks until ctx is cancelled; then it stops
 // intake, lets in-flight work finish and returns.
 func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
+	stopTelemetry, err := s.startTelemetry(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTelemetry()
 	if err := s.connectNATS(); err != nil {
 		return err
 	}
@@ -148,6 +157,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		defer s.pool.Close()
 		checks = append(checks, check{name: "postgres", fn: s.pool.Ping})
 	}
+	checks = append(checks, s.consumerChecks()...)
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
@@ -157,13 +167,18 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		if err != nil {
 			return err
 		}
-		mux.Handle(bridge.Pattern, h)
+		mux.Handle(bridge.Pattern, s.traceReceive(h))
 	}
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.listener = ln
+	serveMetrics, err := s.metricsEndpoint(mux)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// Slow or endless requests are cut off instead of holding memory.
 	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 
@@ -181,6 +196,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		defer cancel()
 		return s.httpSrv.Shutdown(shutdownCtx)
 	})
+	if serveMetrics != nil {
+		workers.Go(serveMetrics)
+	}
 	if needsDB {
 		workers.Go(func(ctx context.Context) error { return s.runDatabaseRoles(ctx) })
 	}
@@ -202,6 +220,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 		return err
 	}
+	s.markMigrated()
 	group := pool.New().WithErrors().WithContext(ctx)
 	if s.roles[RoleConsumer] {
 		consumers, err := s.consumers()
@@ -222,6 +241,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 			Retention:    s.cfg.Relay.Retention,
 			Stream:       s.streamOptions(),
 			Logger:       s.log,
+			Observer:     s.relayObserver(),
 		})
 		group.Go(relay.Run)
 	}
@@ -275,7 +295,8 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 		}
 		sources = append(sources, src)
 	}
-	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log})
+	return bridge.New(s.ingressJS(), bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
+		Observer: s.ingressObserver()})
 }
 
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
@@ -290,7 +311,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Name:           cc.Name,
 			Sources:        cc.Sources,
 			EventTypes:     types,
-			Handler:        spec.New(cc.Name),
+			Handler:        s.traceApply(cc.Name, spec.New(cc.Name)),
 			Concurrency:    cc.Concurrency,
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,
@@ -300,6 +321,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			HandlerTimeout: cc.HandlerTimeout,
 			Backoff:        cc.Backoff,
 			Logger:         s.log,
+			Observer:       s.consumerObserver(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)

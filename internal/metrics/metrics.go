@@ -170,3 +170,11 @@ func (r *Registry) RelayBatch(sent, failed int, d time.Duration) {
 	r.relayRows.WithLabelValues("sent").Add(float64(sent))
 	r.relayRows.WithLabelValues("failed").Add(float64(failed))
 }
+
+// InitConsumer makes every outcome series of consumer exist at 0, so rates
+// and alerts work before the first event.
+func (r *Registry) InitConsumer(consumer string) {
+	for _, o := range []string{OutcomeProcessed, OutcomeDuplicate, OutcomeConflict, OutcomeFailed, OutcomeDeadLettered} {
+		r.consumerEvents.WithLabelValues(consumer, o)
+	}
+}

@@ -1,0 +1,211 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/internal/metrics"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/publisher"
+)
+
+// MetricsPath is where the Prometheus metrics are served: on the main
+// HTTP address, or on metrics_addr when that is set.
+const MetricsPath = "/metrics"
+
+// metricsEndpoint registers the scrape-time collectors of the running
+// roles and serves the metrics: on mux when no metrics_addr is set (run is
+// nil then), else on a listener of its own that run serves until ctx ends.
+func (s *Server) metricsEndpoint(mux *http.ServeMux) (run func(ctx context.Context) error, err error) {
+	reg := s.tel.metrics
+	if s.roles[RoleConsumer] && len(s.cfg.Consumers) > 0 {
+		names := make([]string, 0, len(s.cfg.Consumers))
+		for _, cc := range s.cfg.Consumers {
+			names = append(names, cc.Name)
+		}
+		if err := reg.Register(metrics.NewConsumerCollector(names, s.consumerState, 0)); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if s.pool != nil {
+		if err := reg.Register(metrics.NewDatabaseCollector(s.databaseState, 0)); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	if s.cfg.MetricsAddr == "" {
+		mux.Handle("GET "+MetricsPath, reg.Handler())
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen metrics_addr %s: %w", s.cfg.MetricsAddr, err)
+	}
+	s.metricsListener = ln
+	admin := http.NewServeMux()
+	admin.Handle("GET "+MetricsPath, reg.Handler())
+	admin.HandleFunc("GET /healthz", healthz)
+	srv := &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+	return func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("metrics http: %w", err)
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics http: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// MetricsAddr is the metrics listener's address when metrics_addr is set
+// and Run has started listening ("" otherwise: /metrics is on [Server.Addr]).
+func (s *Server) MetricsAddr() string {
+	if s.metricsListener == nil {
+		return ""
+	}
+	return s.metricsListener.Addr().String()
+}
+
+// consumerState reads a durable consumer's JetStream info.
+func (s *Server) consumerState(ctx context.Context, name string) (metrics.ConsumerState, error) {
+	c, err := s.js.Consumer(ctx, stream.Hooks, name)
+	if err != nil {
+		return metrics.ConsumerState{}, err
+	}
+	info := c.CachedInfo() // js.Consumer has just fetched it
+	return metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered}, nil
+}
+
+// databaseState reads the outbox counts and the unresolved dead letters.
+func (s *Server) databaseState(ctx context.Context) (metrics.DatabaseState, error) {
+	st, err := publisher.OutboxStats(ctx, s.pool)
+	if err != nil {
+		return metrics.DatabaseState{}, err
+	}
+	out := metrics.DatabaseState{OutboxPending: st.Pending, OutboxDead: st.Dead, OutboxSent: st.Sent,
+		OldestPending: st.OldestPending, DeadLetters: map[string]int64{}}
+	rows, err := s.pool.Query(ctx, `
+		SELECT consumer, count(*) FROM hookbridge.dead_letters
+		WHERE resolved_at IS NULL GROUP BY consumer`)
+	if err != nil {
+		return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
+		}
+		out.DeadLetters[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
+	}
+	if s.roles[RoleConsumer] {
+		for _, cc := range s.cfg.Consumers {
+			if _, ok := out.DeadLetters[cc.Name]; !ok {
+				out.DeadLetters[cc.Name] = 0
+			}
+		}
+	}
+	return out, nil
+}
+
+// consumerChecks are the readiness checks of the consumer role: the
+// database is migrated and every durable consumer exists in JetStream (a
+// consumer that could not create its durable consumer is not ready).
+func (s *Server) consumerChecks() []check {
+	if !s.roles[RoleConsumer] || len(s.cfg.Consumers) == 0 {
+		return nil
+	}
+	return []check{{name: "consumers", fn: func(ctx context.Context) error {
+		if !s.tel.migrated.Load() {
+			return errors.New("database not migrated yet")
+		}
+		for _, cc := range s.cfg.Consumers {
+			if _, err := s.js.Consumer(ctx, stream.Hooks, cc.Name); err != nil {
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					return fmt.Errorf("durable consumer %s not created yet", cc.Name)
+				}
+				return fmt.Errorf("durable consumer %s: %w", cc.Name, err)
+			}
+		}
+		return nil
+	}}}
+}
+
+// markMigrated records that the database roles have migrated.
+func (s *Server) markMigrated() { s.tel.migrated.Store(true) }
+
+// ingressObserver counts each answered request and annotates its
+// receive span.
+func (s *Server) ingressObserver() bridge.Observer { return ingressObserver{s.tel.metrics} }
+
+type ingressObserver struct{ m *metrics.Registry }
+
+func (o ingressObserver) ObserveRequest(ctx context.Context, ob bridge.Observation) {
+	source := ob.Source
+	if !ob.Known {
+		source = metrics.UnknownSource
+	}
+	o.m.IngressRequest(source, ob.Status, ob.VerifyReason())
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		attrs := []attribute.KeyValue{
+			attribute.String("hookbridge.source", source),
+			attribute.String("hookbridge.outcome", ob.Outcome),
+		}
+		if ob.EventID != "" {
+			attrs = append(attrs, attribute.String("hookbridge.event_id", ob.EventID))
+		}
+		if ob.Reason != "" {
+			attrs = append(attrs, attribute.String("hookbridge.reason", ob.Reason))
+		}
+		span.SetAttributes(attrs...)
+	}
+}
+
+// consumerObserver counts outcomes, batch sizes and apply durations.
+func (s *Server) consumerObserver() consumerObserver { return consumerObserver{s.tel.metrics} }
+
+type consumerObserver struct{ m *metrics.Registry }
+
+func (o consumerObserver) ObserveBatch(consumer string, size int, elapsed time.Duration) {
+	o.m.ConsumerBatch(consumer, size, elapsed)
+}
+
+func (o consumerObserver) ObserveOutcome(consumer, outcome string) {
+	o.m.ConsumerEvent(consumer, outcome)
+}
+
+// relayObserver records relay publish latency and rows, and the relay
+// publish spans.
+func (s *Server) relayObserver() publisher.Observer { return relayObserver{s} }
+
+type relayObserver struct{ s *Server }
+
+func (o relayObserver) ObservePublish(start time.Time, elapsed time.Duration, rows []publisher.PublishedRow) {
+	sent := 0
+	for _, r := range rows {
+		if r.Err == nil {
+			sent++
+		}
+	}
+	o.s.tel.metrics.RelayBatch(sent, len(rows)-sent, elapsed)
+	o.s.relaySpans(start, elapsed, rows)
+}
