@@ -28,13 +28,16 @@ func IsTransient(err error) bool {
 	if err == nil || IsPermanent(err) {
 		return false
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return transientSQLState(pgErr.Code)
-	}
+	// Not getting a connection is never the event's fault, whatever the
+	// server said (it wraps a PgError such as 55000 "database is not
+	// currently accepting connections"), so this comes first.
 	var connectErr *pgconn.ConnectError
 	if errors.As(err, &connectErr) {
 		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return transientSQLState(pgErr.Code)
 	}
 	// A handler that ran out of time is not an outage by itself; the
 	// caller checks reachability before it dead-letters one.
