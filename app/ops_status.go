@@ -76,7 +76,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		return err
 	}
 	defer pool.Close()
-	var st Status
+	st := Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}} // [] rather than null in JSON
 	if err := st.readPostgres(ctx, pool); err != nil {
 		return fmt.Errorf("status: %w", dbError(err))
 	}
