@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+func TestObservabilityConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	var cfg Config
+	cfg.Streams.Replicas = 1 // from the file; the environment wins
+	env := mapEnv(map[string]string{
+		"HOOKBRIDGE_STREAM_REPLICAS":  "3",
+		"HOOKBRIDGE_METRICS_ADDR":     "0.0.0.0:9090",
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel:4318",
+		"OTEL_SERVICE_NAME":           "hookbridge-eu",
+	})
+	cfg.ApplyEnv(env)
+	if cfg.Streams.Replicas != 3 || cfg.MetricsAddr != "0.0.0.0:9090" ||
+		cfg.Tracing.OTLPEndpoint != "http://otel:4318" || cfg.Tracing.ServiceName != "hookbridge-eu" {
+		t.Fatalf("config = %+v", cfg)
+	}
+	cfg.Sources = DefaultSources(env)
+	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+		t.Fatal(err)
+	}
+
+	for env, key := range map[string]string{
+		"HOOKBRIDGE_STREAM_REPLICAS=three": "streams.replicas",
+		"HOOKBRIDGE_STREAM_REPLICAS=7":     "streams.replicas",
+		"HOOKBRIDGE_OTLP_ENDPOINT=ftp://x": "tracing.otlp_endpoint",
+	} {
+		k, v, _ := strings.Cut(env, "=")
+		var cfg Config
+		e := mapEnv(map[string]string{k: v})
+		cfg.ApplyEnv(e)
+		cfg.Sources = DefaultSources(e)
+		if err := cfg.Validate(e, BuiltinHandlers()); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: error %v, want one naming %s", env, err, key)
+		}
+	}
+}
+
+// TestMetricsAddrServesMetricsApart: with metrics_addr set, /metrics is
+// served there and not on the webhook address.
+func TestMetricsAddrServesMetricsApart(t *testing.T) {
+	t.Parallel()
+	js := testenv.NATS(t)
+	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	cfg := Config{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", NATSURL: js.URL(), DataDir: t.TempDir()}
+	cfg.ApplyEnv(env)
+	cfg.Sources = DefaultSources(env)
+	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cfg, BuiltinHandlers(), []string{RoleIngress}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func(a string) { addrCh <- a }) }()
+	addr := <-addrCh
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := get("http://" + srv.MetricsAddr() + MetricsPath)
+	if code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("metrics address: %d\n%s", code, body)
+	}
+	if code, _ := get("http://" + addr + MetricsPath); code != http.StatusNotFound {
+		t.Fatalf("/metrics on the webhook address: %d, want 404", code)
+	}
+	// An ingress-only instance is ready with NATS alone.
+	testenv.Eventually(t, 5*time.Second, "ready", func() bool {
+		code, _ := get("http://" + addr + "/readyz")
+		return code == http.StatusOK
+	})
+}
