@@ -1,0 +1,122 @@
+package loadgen
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Check is the exactly-once check of one run, counted in the database: of
+// the events the ingress accepted, every one has exactly one inbox row,
+// one order (changed once: version 1) and one outbox row.
+type Check struct {
+	Expected int `json:"expected"`
+	Inbox    int `json:"inbox_rows"`
+	Orders   int `json:"orders"`
+	// OrdersChanged counts orders whose version is not 1: an event applied
+	// twice, or an event of another run touching this run's orders.
+	OrdersChanged int `json:"orders_changed_more_than_once"`
+	Outbox        int `json:"outbox_rows"`
+	// DeadLetters counts this run's events in hookbridge.dead_letters (-1
+	// when the table does not exist).
+	DeadLetters int      `json:"dead_letters"`
+	NotAccepted int      `json:"not_accepted"`
+	OK          bool     `json:"ok"`
+	Problems    []string `json:"problems,omitempty"`
+
+	missing []string // tables not found (the instance has not migrated)
+}
+
+// VerifyCounts counts what the run with runID left in the database.
+// expected is how many distinct events the ingress accepted; notAccepted
+// how many it never did (any is a failure: a sender would still retry).
+// consumer and source are the inbox key parts (e.g. "orders", "demo").
+func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, runID string, expected, notAccepted int) (*Check, error) {
+	c := &Check{Expected: expected, NotAccepted: notAccepted, DeadLetters: -1}
+	prefix := runID + "-"
+	var missing []string
+	count := func(table, query string, dst []any, args ...any) error {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return fmt.Errorf("look up %s: %w", table, err)
+		}
+		if !exists {
+			missing = append(missing, table)
+			return nil
+		}
+		if err := pool.QueryRow(ctx, query, args...).Scan(dst...); err != nil {
+			return fmt.Errorf("count %s: %w", table, err)
+		}
+		return nil
+	}
+	if err := count("hookbridge.inbox", `
+		SELECT count(*) FROM hookbridge.inbox
+		WHERE consumer = $1 AND source = $2 AND starts_with(event_id, $3)`,
+		[]any{&c.Inbox}, consumer, source, prefix); err != nil {
+		return nil, err
+	}
+	if err := count("demo.orders", `
+		SELECT count(*), count(*) FILTER (WHERE version <> 1) FROM demo.orders
+		WHERE starts_with(order_id, $1)`, []any{&c.Orders, &c.OrdersChanged}, prefix); err != nil {
+		return nil, err
+	}
+	if err := count("hookbridge.outbox", `SELECT count(*) FROM hookbridge.outbox WHERE starts_with(event_id, $1)`,
+		[]any{&c.Outbox}, consumer+":"+source+":"+prefix); err != nil {
+		return nil, err
+	}
+	deadMissing := len(missing)
+	if err := count("hookbridge.dead_letters", `SELECT count(*) FROM hookbridge.dead_letters WHERE consumer = $1 AND starts_with(event_id, $2)`,
+		[]any{&c.DeadLetters}, consumer, prefix); err != nil {
+		return nil, err
+	}
+	if len(missing) > deadMissing {
+		c.DeadLetters = -1 // an older schema without dead letters
+		missing = missing[:deadMissing]
+	}
+	c.missing = missing
+	c.evaluate()
+	return c, nil
+}
+
+func (c *Check) evaluate() {
+	c.Problems = nil
+	bad := func(format string, args ...any) { c.Problems = append(c.Problems, fmt.Sprintf(format, args...)) }
+	for _, t := range c.missing {
+		bad("table %s does not exist", t)
+	}
+	if c.NotAccepted > 0 {
+		bad("%d event(s) were never accepted by the ingress", c.NotAccepted)
+	}
+	if c.Inbox != c.Expected {
+		bad("inbox rows = %d, want %d", c.Inbox, c.Expected)
+	}
+	if c.Orders != c.Expected {
+		bad("orders = %d, want %d", c.Orders, c.Expected)
+	}
+	if c.OrdersChanged > 0 {
+		bad("%d order(s) changed more than once (version <> 1)", c.OrdersChanged)
+	}
+	if c.Outbox != c.Expected {
+		bad("outbox rows = %d, want %d", c.Outbox, c.Expected)
+	}
+	if c.DeadLetters > 0 {
+		bad("%d dead letter(s)", c.DeadLetters)
+	}
+	c.OK = len(c.Problems) == 0
+}
+
+func (c *Check) String() string {
+	if c == nil {
+		return "not run"
+	}
+	status := "PASS"
+	if !c.OK {
+		status = "FAIL"
+	}
+	s := fmt.Sprintf("%s: expected %d, inbox %d, orders %d, outbox %d", status, c.Expected, c.Inbox, c.Orders, c.Outbox)
+	for _, p := range c.Problems {
+		s += "\n  - " + p
+	}
+	return s
+}

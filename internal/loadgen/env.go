@@ -1,0 +1,199 @@
+package loadgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ConsumerSettings are the orders consumer's settings in an in-process
+// hookbridge; zero values take hookbridge's defaults.
+type ConsumerSettings struct {
+	BatchSize   int           `json:"batch_size,omitempty"`
+	BatchWait   time.Duration `json:"batch_wait,omitempty"`
+	Concurrency int           `json:"concurrency,omitempty"`
+}
+
+// Instance is a running hookbridge.
+type Instance struct {
+	// URL is the base URL of its HTTP server.
+	URL string
+	// Stop shuts it down (intake first, in-flight work finished) and waits.
+	Stop func() error
+	// Events, when set, subscribes to what its relay publishes.
+	Events EventSource
+}
+
+// Env is a fresh in-process environment: an empty database and an empty
+// JetStream store. Instances started in it share both, so one can take
+// webhooks in and a later one apply them.
+type Env interface {
+	// Start runs hookbridge with roles ("ingress", "consumer", "relay",
+	// "all") and returns once its HTTP server listens.
+	Start(ctx context.Context, roles []string) (*Instance, error)
+	// DatabaseURL is the environment's database.
+	DatabaseURL() string
+	// Secret signs webhooks for source "demo".
+	Secret() string
+	// Close stops nothing (stop instances first) and removes the database
+	// and the store.
+	Close() error
+}
+
+// EnvFactory creates environments; app supplies one built on
+// app.NewServer (loadgen cannot import app).
+type EnvFactory func(ctx context.Context, c ConsumerSettings) (Env, error)
+
+// InProcess runs one load against a fresh in-process hookbridge with all
+// roles, and the count check. o.URL, o.Secret and o.DatabaseURL are set
+// from the environment. RSS is sampled every 250ms around the run.
+func InProcess(ctx context.Context, factory EnvFactory, c ConsumerSettings, roles []string, o Options) (*Result, error) {
+	env, err := factory(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close() //nolint:errcheck // best effort cleanup
+	inst, err := env.Start(ctx, roles)
+	if err != nil {
+		return nil, err
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = inst.Stop()
+		}
+	}()
+	o.URL, o.Secret, o.DatabaseURL = inst.URL, env.Secret(), env.DatabaseURL()
+	if !hasRole(roles, "consumer") {
+		o.DatabaseURL, o.Check = "", false
+	}
+	if hasRole(roles, "relay") && o.Events == nil {
+		o.Events = inst.Events
+	}
+	rss := startRSS(250 * time.Millisecond)
+	res, err := Load(ctx, o)
+	figures := rss.finish()
+	stopped = true
+	if stopErr := inst.Stop(); err == nil && stopErr != nil {
+		err = fmt.Errorf("stop hookbridge: %w", stopErr)
+	}
+	if res != nil {
+		res.RSS = &figures
+	}
+	return res, err
+}
+
+func hasRole(roles []string, r string) bool {
+	for _, x := range roles {
+		if x == r || x == "all" {
+			return true
+		}
+	}
+	return len(roles) == 0
+}
+
+// DrainResult is a consumer throughput measurement.
+type DrainResult struct {
+	Name      string           `json:"name"`
+	Consumer  ConsumerSettings `json:"consumer"`
+	Events    int              `json:"events"`
+	Seconds   float64          `json:"seconds"`
+	PerSecond float64          `json:"events_per_s"`
+	Check     *Check           `json:"check"`
+}
+
+func (d DrainResult) String() string {
+	return fmt.Sprintf("%s: %d events in %.2fs = %.0f events/s (batch %d, concurrency %d); check %s",
+		d.Name, d.Events, d.Seconds, d.PerSecond, d.Consumer.BatchSize, d.Consumer.Concurrency, d.Check)
+}
+
+// Drain measures consumer apply throughput alone: a hookbridge with the
+// ingress role only takes total webhooks into a fresh environment, stops,
+// and one with the consumer role only then applies the backlog. The rate
+// is counted between the first and the last poll of the inbox count that
+// moved, so start-up and the tail of the polling are not included; the
+// run ends with the count check.
+func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, httpConcurrency int, progress io.Writer) (*DrainResult, error) {
+	env, err := factory(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close() //nolint:errcheck // best effort cleanup
+	runID := "drain-" + randomHex(4)
+
+	in, err := env.Start(ctx, []string{"ingress"})
+	if err != nil {
+		return nil, err
+	}
+	res, err := Load(ctx, Options{URL: in.URL, Secret: env.Secret(), Concurrency: httpConcurrency, Total: total, RunID: runID})
+	if stopErr := in.Stop(); err == nil && stopErr != nil {
+		err = stopErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fill the stream: %w", err)
+	}
+	if res.Failed > 0 {
+		return nil, fmt.Errorf("fill the stream: %d webhooks not accepted (%v)", res.Failed, res.Statuses)
+	}
+	want := res.Accepted + res.Duplicates
+
+	pool, err := pgxpool.New(ctx, env.DatabaseURL())
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	cons, err := env.Start(ctx, []string{"consumer"})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cons.Stop() }()
+
+	var firstAt, lastAt time.Time
+	first, last := 0, 0
+	lastChange, lastPrint := time.Now(), time.Now()
+	for last < want {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		var n int
+		at := time.Now()
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.inbox").Scan(&n); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet
+				continue
+			}
+			return nil, fmt.Errorf("count inbox rows: %w", err)
+		}
+		if n != last {
+			if firstAt.IsZero() {
+				firstAt, first = at, n
+			}
+			lastAt, last, lastChange = at, n, at
+		}
+		if time.Since(lastChange) > time.Minute {
+			return nil, fmt.Errorf("drain stalled at %d of %d events", last, want)
+		}
+		if progress != nil && time.Since(lastPrint) >= time.Second {
+			lastPrint = time.Now()
+			fmt.Fprintf(progress, "drain batch=%d: %d/%d applied\n", c.BatchSize, last, want)
+		}
+	}
+	d := &DrainResult{Name: fmt.Sprintf("consumer drain batch=%d", c.BatchSize), Consumer: c, Events: last - first}
+	if lastAt.After(firstAt) {
+		d.Seconds = lastAt.Sub(firstAt).Seconds()
+		d.PerSecond = float64(d.Events) / d.Seconds
+	}
+	time.Sleep(250 * time.Millisecond) // let a wrong redelivery show up
+	d.Check, err = VerifyCounts(ctx, pool, "orders", "demo", runID, want, 0)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}

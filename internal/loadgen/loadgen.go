@@ -1,0 +1,496 @@
+// Package loadgen drives signed Standard Webhooks at a hookbridge ingress
+// and measures what happens to them: ingress requests/s and latency to the
+// answer, end-to-end latency to the committed inbox row, apply throughput,
+// and finally whether every event was applied exactly once, counted in the
+// database. It also measures the floors hookbridge is compared with: raw
+// JetStream publishing, a bare HTTP→publish server and raw Postgres
+// commits. `hookbridge bench` is its command line; tests run it small.
+//
+// The package does not import app (app imports it); an in-process
+// hookbridge is supplied through [EnvFactory].
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/bridge/verify"
+)
+
+// Options configure one load run ([Load]).
+type Options struct {
+	// URL is the base URL of the ingress ("http://127.0.0.1:8080"); the
+	// requests go to URL/webhooks/Source.
+	URL    string
+	Source string // default "demo"
+	// Secret signs the requests (Standard Webhooks, "whsec_…").
+	Secret string
+	// Concurrency is the number of requests in flight at most (default 16).
+	Concurrency int
+	// Total is the number of events to send (default 1000).
+	Total int
+	// Rate, when > 0, sends at this many events per second (open loop:
+	// latency counts from the scheduled send time, so a stalled server is
+	// not hidden by a stalled client). 0 sends as fast as Concurrency
+	// allows (closed loop).
+	Rate float64
+	// RunID prefixes every event and order id (default bench-<random>), so
+	// runs against a shared database can be told apart.
+	RunID string
+
+	// DatabaseURL is the instance's database. With it the run measures
+	// end-to-end latency to the inbox row and, with Check, verifies the
+	// counts. Without it only the ingress is measured.
+	DatabaseURL string
+	// Consumer is the inbox consumer name of the orders handler (default
+	// "orders").
+	Consumer string
+	// Check waits for every accepted event to be applied and verifies the
+	// counts (requires DatabaseURL).
+	Check bool
+	// PollInterval is how often the inbox is polled (default 2ms); the
+	// end-to-end figures are upper bounds by up to this much.
+	PollInterval time.Duration
+	// ApplyIdleTimeout ends the wait for applies when none arrives for this
+	// long (default 30s).
+	ApplyIdleTimeout time.Duration
+	// MaxRetries is how often a request that failed with a network error,
+	// 429 or 5xx is retried, as a sender would (default 5).
+	MaxRetries int
+	// Events, when set, subscribes to the outgoing events the relay
+	// publishes on events.> and calls fn with each payload until stop; the
+	// run then also measures the latency to the relayed event (the orders
+	// handler names the webhook in the payload's cause.event_id).
+	Events EventSource
+	// Progress receives a progress line every ProgressInterval (default 1s).
+	Progress         io.Writer
+	ProgressInterval time.Duration
+	// Client sends the requests (default: keep-alive client sized to
+	// Concurrency).
+	Client *http.Client
+}
+
+func (o *Options) setDefaults() error {
+	if o.URL == "" {
+		return errors.New("loadgen: no URL")
+	}
+	o.URL = strings.TrimSuffix(o.URL, "/")
+	if o.Source == "" {
+		o.Source = "demo"
+	}
+	if o.Secret == "" {
+		return errors.New("loadgen: no secret")
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 16
+	}
+	if o.Total <= 0 {
+		o.Total = 1000
+	}
+	if o.RunID == "" {
+		o.RunID = "bench-" + randomHex(4)
+	}
+	if o.Consumer == "" {
+		o.Consumer = "orders"
+	}
+	if o.Check && o.DatabaseURL == "" {
+		return errors.New("loadgen: the count check needs the instance's database URL")
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = 2 * time.Millisecond
+	}
+	if o.ApplyIdleTimeout <= 0 {
+		o.ApplyIdleTimeout = 30 * time.Second
+	}
+	if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	} else if o.MaxRetries == 0 {
+		o.MaxRetries = 5
+	}
+	if o.ProgressInterval <= 0 {
+		o.ProgressInterval = time.Second
+	}
+	if o.Client == nil {
+		o.Client = NewClient(o.Concurrency)
+	}
+	return nil
+}
+
+// EventSource subscribes fn to the messages published on events.>.
+type EventSource func(fn func(data []byte)) (stop func(), err error)
+
+// NewClient is a keep-alive HTTP client for concurrency parallel requests.
+func NewClient(concurrency int) *http.Client {
+	return &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        2 * concurrency,
+			MaxIdleConnsPerHost: 2 * concurrency,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+	}
+}
+
+// Result is what one load run measured.
+type Result struct {
+	Name        string  `json:"name,omitempty"`
+	URL         string  `json:"url"`
+	RunID       string  `json:"run_id"`
+	Concurrency int     `json:"concurrency"`
+	Total       int     `json:"total"`
+	Rate        float64 `json:"rate,omitempty"`
+
+	Accepted   int            `json:"accepted"`   // 202
+	Duplicates int            `json:"duplicates"` // 200: a retry found it stored
+	Failed     int            `json:"failed"`     // never accepted
+	Retries    int            `json:"retries"`
+	Statuses   map[string]int `json:"statuses"`
+
+	// SendSeconds is from the first send to the last answer.
+	SendSeconds float64 `json:"send_seconds"`
+	// IngressRPS is accepted requests per second over SendSeconds.
+	IngressRPS float64 `json:"ingress_rps"`
+	// Ingress is the latency from send (or scheduled send) to the answer.
+	Ingress Latency `json:"ingress_latency"`
+	// SendCPUSeconds is the CPU time of this process (load generator and
+	// an in-process server together) over SendSeconds, and CPUPerRequestUs
+	// that per answered request: on a shared machine a steadier figure than
+	// the rate.
+	SendCPUSeconds  float64 `json:"send_cpu_seconds"`
+	CPUPerRequestUs float64 `json:"cpu_per_request_us"`
+
+	// Applied is how many accepted events were seen in the inbox.
+	Applied int `json:"applied"`
+	// E2E is the latency from send (or scheduled send) to the first poll
+	// that saw the committed inbox row.
+	E2E *Latency `json:"e2e_latency,omitempty"`
+	// Relayed is how many accepted events' outgoing events were seen on
+	// events.>, and RelayE2E the latency from send to that message.
+	Relayed  int      `json:"relayed,omitempty"`
+	RelayE2E *Latency `json:"e2e_relayed_latency,omitempty"`
+	// ApplyRate is events applied per second between the first and the
+	// last inbox row seen; PipelineRate is events applied per second from
+	// the first send to the last row seen.
+	ApplyRate    float64 `json:"apply_events_per_s,omitempty"`
+	PipelineRate float64 `json:"pipeline_events_per_s,omitempty"`
+	PollErrors   int     `json:"poll_errors,omitempty"`
+
+	Check *Check `json:"check,omitempty"`
+	RSS   *RSS   `json:"rss,omitempty"`
+}
+
+// Load runs one load: Total signed order.created webhooks with unique
+// ids, then (with a database) waits for them to be applied and checks the
+// counts. It returns an error only when the run could not be carried out;
+// a failed count check is reported in Result.Check.
+func Load(ctx context.Context, o Options) (*Result, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	l := &loader{o: o, url: o.URL + "/webhooks/" + o.Source, ingress: make([]time.Duration, o.Total)}
+	if _, err := verify.NewStandardWebhooks([]string{o.Secret}, 0); err != nil {
+		return nil, fmt.Errorf("loadgen: secret: %w", err)
+	}
+
+	var pool *pgxpool.Pool
+	if o.DatabaseURL != "" {
+		cfg, err := pgxpool.ParseConfig(o.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: database url: %w", err)
+		}
+		cfg.MaxConns = 2
+		pool, err = pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: database: %w", err)
+		}
+		defer pool.Close()
+		if err := pool.Ping(ctx); err != nil {
+			return nil, fmt.Errorf("loadgen: database: %w", err)
+		}
+		l.tracker = newApplyTracker(pool, o.Consumer, o.Source, o.Total, o.PollInterval)
+	}
+
+	trackCtx, stopTracking := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	defer stopTracking()
+	if l.tracker != nil {
+		bg.Go(func() { l.tracker.run(trackCtx) })
+	}
+	if o.Progress != nil {
+		bg.Go(func() { l.report(trackCtx) })
+	}
+	if l.tracker != nil && o.Events != nil {
+		stop, err := o.Events(func(data []byte) {
+			at := time.Now()
+			var ev struct {
+				Cause struct {
+					Source  string `json:"source"`
+					EventID string `json:"event_id"`
+				} `json:"cause"`
+			}
+			if json.Unmarshal(data, &ev) == nil && ev.Cause.Source == o.Source && strings.HasPrefix(ev.Cause.EventID, o.RunID+"-") {
+				l.tracker.relayed(ev.Cause.EventID, at)
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("loadgen: subscribe to events: %w", err)
+		}
+		defer stop()
+	}
+
+	cpu0 := ProcessCPU()
+	l.start = time.Now()
+	l.drive(ctx)
+	l.end = time.Now()
+	l.cpu = ProcessCPU() - cpu0
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	res := l.result()
+	if l.tracker != nil {
+		want := res.Accepted + res.Duplicates
+		l.tracker.wait(ctx, want, false, o.ApplyIdleTimeout)
+		if o.Events != nil {
+			l.tracker.wait(ctx, want, true, 10*time.Second)
+		}
+		stopTracking()
+		f := l.tracker.figures()
+		res.Applied = f.seen
+		res.E2E = &f.e2e
+		if o.Events != nil {
+			res.Relayed = f.relayed
+			res.RelayE2E = &f.relayE2E
+		}
+		res.PollErrors = f.pollErrs
+		if f.seen > 1 && f.lastSeen.After(f.firstSeen) {
+			res.ApplyRate = float64(f.seen-1) / f.lastSeen.Sub(f.firstSeen).Seconds()
+		}
+		if f.seen > 0 {
+			res.PipelineRate = float64(f.seen) / f.lastSeen.Sub(l.start).Seconds()
+		}
+		if f.pollErrs > 0 && f.seen < want {
+			return res, fmt.Errorf("loadgen: polling the inbox failed %d times: %w", f.pollErrs, f.lastErr)
+		}
+		if o.Check {
+			// Give a wrongly redelivered or twice-applied event time to
+			// show up before counting.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+			c, err := VerifyCounts(ctx, pool, o.Consumer, o.Source, o.RunID, want, res.Failed)
+			if err != nil {
+				return res, err
+			}
+			res.Check = c
+		}
+	}
+	return res, nil
+}
+
+// loader is one run in progress.
+type loader struct {
+	o       Options
+	url     string
+	tracker *applyTracker
+	start   time.Time
+	end     time.Time
+	cpu     time.Duration
+
+	ingress  []time.Duration // by event number
+	sent     atomic.Int64
+	answered atomic.Int64
+	accepted atomic.Int64
+	dups     atomic.Int64
+	failed   atomic.Int64
+	retries  atomic.Int64
+	statuses [600]atomic.Int64 // index 0: network errors
+}
+
+type job struct {
+	n  int
+	at time.Time // scheduled send time
+}
+
+func (l *loader) drive(ctx context.Context) {
+	var wg sync.WaitGroup
+	if l.o.Rate > 0 {
+		jobs := make(chan job, 4096)
+		go func() {
+			defer close(jobs)
+			interval := time.Duration(float64(time.Second) / l.o.Rate)
+			for i := range l.o.Total {
+				at := l.start.Add(time.Duration(i) * interval)
+				if d := time.Until(at); d > 0 {
+					time.Sleep(d)
+				}
+				select {
+				case jobs <- job{n: i, at: at}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		for range l.o.Concurrency {
+			wg.Go(func() {
+				for j := range jobs {
+					l.send(ctx, j.n, j.at)
+				}
+			})
+		}
+	} else {
+		var next atomic.Int64
+		for range l.o.Concurrency {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					n := int(next.Add(1) - 1)
+					if n >= l.o.Total {
+						return
+					}
+					l.send(ctx, n, time.Now())
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// EventID is the id of event n of a run.
+func EventID(runID string, n int) string { return fmt.Sprintf("%s-%d", runID, n) }
+
+// OrderBody is the demo orders webhook body creating order orderID.
+func OrderBody(orderID string, n int, now time.Time) []byte {
+	return fmt.Appendf(nil, `{"type":"order.created","timestamp":%q,"data":{"order_id":%q,"amount_cents":%d,"currency":"EUR"}}`,
+		now.UTC().Format(time.RFC3339), orderID, 100+n%100000)
+}
+
+// send delivers event n, retrying as a sender would; start is when the
+// sender wanted it sent.
+func (l *loader) send(ctx context.Context, n int, start time.Time) {
+	id := EventID(l.o.RunID, n)
+	l.sent.Add(1)
+	for attempt := 0; ; attempt++ {
+		now := time.Now()
+		code, err := l.post(ctx, id, OrderBody(id, n, now), now)
+		if ctx.Err() != nil {
+			return
+		}
+		l.statuses[code].Add(1)
+		switch {
+		case code == http.StatusAccepted || code == http.StatusOK:
+			l.ingress[n] = max(time.Since(start), time.Nanosecond)
+			if code == http.StatusAccepted {
+				l.accepted.Add(1)
+			} else {
+				l.dups.Add(1)
+			}
+			l.answered.Add(1)
+			if l.tracker != nil {
+				l.tracker.add(id, n, start)
+			}
+			return
+		case (err != nil || code == http.StatusTooManyRequests || code >= 500) && attempt < l.o.MaxRetries:
+			l.retries.Add(1)
+			time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+		default:
+			l.failed.Add(1)
+			l.answered.Add(1)
+			return
+		}
+	}
+}
+
+// post sends one signed request and returns the status (0 on a network
+// error).
+func (l *loader) post(ctx context.Context, id string, body []byte, ts time.Time) (int, error) {
+	sig, err := verify.SignStandard(l.o.Secret, id, ts, body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(verify.StandardHeaderID, id)
+	req.Header.Set(verify.StandardHeaderTimestamp, fmt.Sprint(ts.Unix()))
+	req.Header.Set(verify.StandardHeaderSignature, sig)
+	resp, err := l.o.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (l *loader) result() *Result {
+	r := &Result{
+		URL: l.url, RunID: l.o.RunID, Concurrency: l.o.Concurrency, Total: l.o.Total, Rate: l.o.Rate,
+		Accepted: int(l.accepted.Load()), Duplicates: int(l.dups.Load()), Failed: int(l.failed.Load()),
+		Retries: int(l.retries.Load()), Statuses: map[string]int{},
+		SendSeconds: l.end.Sub(l.start).Seconds(),
+		Ingress:     summarize(l.ingress),
+	}
+	if r.SendSeconds > 0 {
+		r.IngressRPS = float64(r.Accepted+r.Duplicates) / r.SendSeconds
+	}
+	r.SendCPUSeconds = l.cpu.Seconds()
+	if n := l.answered.Load(); n > 0 {
+		r.CPUPerRequestUs = float64(l.cpu.Microseconds()) / float64(n)
+	}
+	for code := range l.statuses {
+		if v := l.statuses[code].Load(); v > 0 {
+			name := fmt.Sprint(code)
+			if code == 0 {
+				name = "network_error"
+			}
+			r.Statuses[name] = int(v)
+		}
+	}
+	return r
+}
+
+// report writes a progress line every ProgressInterval.
+func (l *loader) report(ctx context.Context) {
+	t := time.NewTicker(l.o.ProgressInterval)
+	defer t.Stop()
+	lastAnswered, last := int64(0), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			answered := l.answered.Load()
+			rate := float64(answered-lastAnswered) / now.Sub(last).Seconds()
+			lastAnswered, last = answered, now
+			line := fmt.Sprintf("bench %s: %d/%d answered (%.0f/s), %d failed, %d retries",
+				time.Since(l.start).Round(time.Second), answered, l.o.Total, rate, l.failed.Load(), l.retries.Load())
+			if l.tracker != nil {
+				line += fmt.Sprintf(", %d applied", l.tracker.applied())
+			}
+			if rss := ReadRSS(); rss > 0 {
+				line += fmt.Sprintf(", rss %d MiB", rss/1024)
+			}
+			fmt.Fprintln(l.o.Progress, line)
+		}
+	}
+}

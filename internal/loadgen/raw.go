@@ -1,0 +1,212 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/schema"
+)
+
+// Throughput is a raw rate measurement.
+type Throughput struct {
+	Name        string  `json:"name"`
+	Ops         int     `json:"ops"`
+	Concurrency int     `json:"concurrency"`
+	Seconds     float64 `json:"seconds"`
+	PerSecond   float64 `json:"per_second"`
+	Errors      int     `json:"errors"`
+	// CPUPerOpUs is this process's CPU time per operation (for Postgres:
+	// the client's only).
+	CPUPerOpUs float64 `json:"cpu_per_op_us"`
+}
+
+func (t *Throughput) setCPU(cpu time.Duration) {
+	if t.Ops > 0 {
+		t.CPUPerOpUs = float64(cpu.Microseconds()) / float64(t.Ops)
+	}
+}
+
+func (t Throughput) String() string {
+	return fmt.Sprintf("%s: %d ops in %.2fs = %.0f/s (concurrency %d, %d errors, %.0f µs CPU/op in this process)", t.Name, t.Ops, t.Seconds, t.PerSecond, t.Concurrency, t.Errors, t.CPUPerOpUs)
+}
+
+// hookMsg is message n as the ingress publishes it: an order body and
+// hookbridge's headers on a HOOKS subject.
+func hookMsg(runID string, n int) *nats.Msg {
+	id := EventID(runID, n)
+	body := OrderBody(id, n, time.Now())
+	sum := sha256.Sum256(body)
+	msg := nats.NewMsg(stream.HookSubject("demo", "order.created"))
+	msg.Data = body
+	msg.Header.Set(stream.HeaderSource, "demo")
+	msg.Header.Set(stream.HeaderEventID, id)
+	msg.Header.Set(stream.HeaderEventType, "order.created")
+	msg.Header.Set(stream.HeaderBodySHA256, hex.EncodeToString(sum[:]))
+	msg.Header.Set(stream.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+	msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID("demo", id))
+	return msg
+}
+
+// RawPublishSync publishes total ingress-shaped messages to a fresh
+// embedded JetStream (file storage, the HOOKS stream configuration,
+// in-process connection), from concurrency goroutines that each wait for
+// the PubAck before the next publish: the rate an ingress that answers
+// only after the PubAck can reach at most with that many requests in
+// flight.
+func RawPublishSync(ctx context.Context, total, concurrency int) (Throughput, error) {
+	env, err := startJetStream(ctx)
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer env.close()
+	runID := "raw-" + randomHex(4)
+	var next, errs atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := ProcessCPU()
+	start := time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := int(next.Add(1) - 1)
+				if n >= total {
+					return
+				}
+				if _, err := env.js.PublishMsg(ctx, hookMsg(runID, n)); err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return Throughput{}, err
+	}
+	t := Throughput{Name: "jetstream publish sync", Ops: total, Concurrency: concurrency,
+		Seconds: elapsed.Seconds(), PerSecond: float64(total) / elapsed.Seconds(), Errors: int(errs.Load())}
+	t.setCPU(ProcessCPU() - cpu0)
+	return t, nil
+}
+
+// RawPublishAsync publishes total messages like [RawPublishSync] from one
+// goroutine without waiting for each PubAck, with up to window
+// outstanding, and counts the time until the last PubAck.
+func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error) {
+	env, err := startJetStream(ctx, jetstream.WithPublishAsyncMaxPending(window))
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer env.close()
+	runID := "raw-" + randomHex(4)
+	futures := make([]jetstream.PubAckFuture, 0, total)
+	cpu0 := ProcessCPU()
+	start := time.Now()
+	errs := 0
+	for n := range total {
+		f, err := env.js.PublishMsgAsync(hookMsg(runID, n))
+		if err != nil {
+			errs++
+			continue
+		}
+		futures = append(futures, f)
+	}
+	select {
+	case <-env.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return Throughput{}, ctx.Err()
+	case <-time.After(time.Minute):
+		return Throughput{}, fmt.Errorf("async publish: PubAcks still pending after a minute")
+	}
+	elapsed := time.Since(start)
+	cpu := ProcessCPU() - cpu0
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case <-f.Err():
+			errs++
+		}
+	}
+	t := Throughput{Name: "jetstream publish async", Ops: total, Concurrency: window,
+		Seconds: elapsed.Seconds(), PerSecond: float64(total) / elapsed.Seconds(), Errors: errs}
+	t.setCPU(cpu)
+	return t, nil
+}
+
+// RawInsert measures the commit rate of single-row INSERTs into
+// hookbridge.inbox (each its own transaction, synchronous_commit as the
+// server has it) from concurrency connections, in a fresh database
+// created on adminURL's server and dropped afterwards. It is the rate a
+// consumer that commits every event on its own can reach at most.
+func RawInsert(ctx context.Context, adminURL string, total, concurrency int) (Throughput, error) {
+	db, err := CreateDatabase(ctx, adminURL, "hookbridge_bench_raw")
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer db.Drop() //nolint:errcheck // best effort; reported by the caller's next run
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		return Throughput{}, err
+	}
+	cfg.MaxConns = int32(concurrency)
+	cfg.MinConns = int32(concurrency)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer pool.Close()
+	if _, err := schema.Migrate(ctx, pool, schema.Core()); err != nil {
+		return Throughput{}, err
+	}
+	var syncCommit string
+	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
+		return Throughput{}, err
+	}
+	// Warm every connection so connecting is not measured.
+	var warm sync.WaitGroup
+	for range concurrency {
+		warm.Go(func() { _, _ = pool.Exec(ctx, "SELECT 1") })
+	}
+	warm.Wait()
+
+	sum := sha256.Sum256([]byte("x"))
+	var next, errs atomic.Int64
+	var wg sync.WaitGroup
+	cpu0 := ProcessCPU()
+	start := time.Now()
+	for range concurrency {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := int(next.Add(1) - 1)
+				if n >= total {
+					return
+				}
+				_, err := pool.Exec(ctx, `
+					INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
+					VALUES ($1, $2, $3, $4, $5, $6)`,
+					"raw", "demo", fmt.Sprintf("raw-%d", n), "order.created", sum[:], int64(n+1))
+				if err != nil {
+					errs.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return Throughput{}, err
+	}
+	t := Throughput{Name: "postgres single-row insert (synchronous_commit " + syncCommit + ")", Ops: total, Concurrency: concurrency,
+		Seconds: elapsed.Seconds(), PerSecond: float64(total) / elapsed.Seconds(), Errors: int(errs.Load())}
+	t.setCPU(ProcessCPU() - cpu0)
+	return t, nil
+}

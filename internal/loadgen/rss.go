@@ -1,0 +1,88 @@
+package loadgen
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// RSS is the resident set size of this process sampled over a run, in
+// KiB as /proc/self/status reports it. All zero where /proc is missing.
+type RSS struct {
+	StartKB int64 `json:"start_kb"`
+	PeakKB  int64 `json:"peak_kb"`
+	EndKB   int64 `json:"end_kb"`
+	Samples int   `json:"samples"`
+}
+
+// ReadRSS returns VmRSS of this process in KiB (0 when unavailable).
+func ReadRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) == 0 {
+			return 0
+		}
+		n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+		return n
+	}
+	return 0
+}
+
+// rssSampler samples VmRSS every interval until stopped.
+type rssSampler struct {
+	mu   sync.Mutex
+	rss  RSS
+	stop chan struct{}
+	done chan struct{}
+}
+
+func startRSS(interval time.Duration) *rssSampler {
+	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	first := ReadRSS()
+	s.rss = RSS{StartKB: first, PeakKB: first, EndKB: first, Samples: 1}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.sample()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) sample() {
+	v := ReadRSS()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rss.Samples++
+	s.rss.EndKB = v
+	s.rss.PeakKB = max(s.rss.PeakKB, v)
+}
+
+// finish takes a last sample and returns the figures.
+func (s *rssSampler) finish() RSS {
+	close(s.stop)
+	<-s.done
+	s.sample()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rss
+}
