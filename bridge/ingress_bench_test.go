@@ -1,0 +1,162 @@
+package bridge_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// benchJetStream starts an embedded JetStream with its store in a
+// temporary directory and connects in-process, as `hookbridge serve` does
+// by default, with the ingress streams created.
+func benchJetStream(b *testing.B) jetstream.JetStream {
+	b.Helper()
+	ns, err := embedded.Start(embedded.Options{StoreDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	nc, err := embedded.Connect(ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := stream.EnsureIngress(context.Background(), js, stream.Options{}); err != nil {
+		b.Fatal(err)
+	}
+	return js
+}
+
+func benchBody(id string) []byte {
+	return fmt.Appendf(nil, `{"type":"order.created","timestamp":"2026-11-29T12:00:00Z","data":{"order_id":%q,"amount_cents":1000,"currency":"EUR"}}`, id)
+}
+
+// BenchmarkPublish is the publish the ingress makes for each accepted
+// webhook, alone: an order body with hookbridge's headers and Nats-Msg-Id,
+// synchronously until the PubAck (file storage, in-process connection).
+// "parallel" keeps GOMAXPROCS×8 publishes in flight, as concurrent
+// requests do.
+func BenchmarkPublish(b *testing.B) {
+	publish := func(b *testing.B, js jetstream.JetStream, id string) {
+		body := benchBody(id)
+		sum := sha256.Sum256(body)
+		msg := nats.NewMsg(stream.HookSubject("demo", "order.created"))
+		msg.Data = body
+		msg.Header.Set(stream.HeaderSource, "demo")
+		msg.Header.Set(stream.HeaderEventID, id)
+		msg.Header.Set(stream.HeaderEventType, "order.created")
+		msg.Header.Set(stream.HeaderBodySHA256, hex.EncodeToString(sum[:]))
+		msg.Header.Set(stream.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+		if _, err := js.PublishMsg(context.Background(), msg,
+			jetstream.WithMsgID(stream.MsgID("demo", id)), jetstream.WithExpectStream(stream.Hooks)); err != nil {
+			b.Error(err)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		js := benchJetStream(b)
+		n := 0
+		for b.Loop() {
+			publish(b, js, "s-"+strconv.Itoa(n))
+			n++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		js := benchJetStream(b)
+		var n atomic.Int64
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				publish(b, js, "p-"+strconv.FormatInt(n.Add(1), 10))
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	})
+}
+
+// BenchmarkVerifyPublish is one whole ingress request without the
+// network: the handler reads the body, verifies the Standard Webhooks
+// signature, extracts id and type, publishes and answers 202. The
+// difference to BenchmarkPublish is the ingress's own cost per webhook.
+func BenchmarkVerifyPublish(b *testing.B) {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	newHandler := func(b *testing.B) http.Handler {
+		v, err := verify.NewStandardWebhooks([]string{secret}, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id, typ := bridge.DefaultFields(verify.SchemeStandardWebhooks)
+		h, err := bridge.New(benchJetStream(b), bridge.Options{
+			Sources: []bridge.Source{{Name: "demo", Verifier: v, EventID: id, EventType: typ}},
+			Logger:  slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(bridge.Pattern, h)
+		return mux
+	}
+	request := func(b *testing.B, h http.Handler, id string) {
+		body := benchBody(id)
+		now := time.Now()
+		sig, err := verify.SignStandard(secret, id, now, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/demo", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(verify.StandardHeaderID, id)
+		req.Header.Set(verify.StandardHeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+		req.Header.Set(verify.StandardHeaderSignature, sig)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted {
+			b.Errorf("status %d: %s", rec.Code, rec.Body)
+		}
+	}
+	b.Run("serial", func(b *testing.B) {
+		h := newHandler(b)
+		n := 0
+		for b.Loop() {
+			request(b, h, "s-"+strconv.Itoa(n))
+			n++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	})
+	b.Run("parallel", func(b *testing.B) {
+		h := newHandler(b)
+		var n atomic.Int64
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				request(b, h, "p-"+strconv.FormatInt(n.Add(1), 10))
+			}
+		})
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	})
+}
