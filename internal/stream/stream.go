@@ -50,7 +50,11 @@ const (
 
 // Defaults for the streams' limits.
 const (
-	DefaultDuplicateWindow = 2 * time.Minute
+	// DefaultDuplicateWindow covers the whole ±5 minute signature tolerance
+	// (a delivery signed 5 minutes ago may be replayed until 5 minutes from
+	// now), so every replay that still verifies is answered as a duplicate
+	// by the ingress itself, not only by the inbox.
+	DefaultDuplicateWindow = 10 * time.Minute
 	DefaultHooksMaxAge     = 7 * 24 * time.Hour
 )
 
