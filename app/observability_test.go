@@ -97,3 +97,69 @@ func TestMetricsAddrServesMetricsApart(t *testing.T) {
 		return code == http.StatusOK
 	})
 }
+
+// TestReadyzReflectsConsumerState: a consumer instance is not ready while
+// it cannot reach Postgres (so it has not created its durable consumer),
+// is ready once the durable consumer exists, and is not ready again when
+// the durable consumer disappears from JetStream.
+func TestReadyzReflectsConsumerState(t *testing.T) {
+	t.Parallel()
+	js := testenv.NATS(t)
+	readyz := func(addr string) (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	start := func(dbURL string) string {
+		env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+		cfg := Config{HTTPAddr: "127.0.0.1:0", NATSURL: js.URL(), DatabaseURL: dbURL, DataDir: t.TempDir()}
+		cfg.ApplyEnv(env)
+		cfg.Sources = DefaultSources(env)
+		cfg.Consumers = DefaultConsumers()
+		if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := NewServer(cfg, BuiltinHandlers(), []string{RoleConsumer}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		addrCh := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() { done <- srv.Run(ctx, func(a string) { addrCh <- a }) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		})
+		return <-addrCh
+	}
+
+	// Postgres unreachable: NATS is fine, the consumer is not ready.
+	down := start("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	code, body := readyz(down)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"consumers":"unavailable"`) || !strings.Contains(body, `"nats":"ok"`) {
+		t.Fatalf("readyz without postgres = %d %s", code, body)
+	}
+
+	db := testenv.Postgres(t)
+	up := start(db.URL)
+	testenv.Eventually(t, 15*time.Second, "ready", func() bool {
+		code, _ := readyz(up)
+		return code == http.StatusOK
+	})
+	if _, body := readyz(up); !strings.Contains(body, `"consumers":"ok"`) {
+		t.Fatalf("readyz = %s, want consumers ok", body)
+	}
+	if err := js.JS.DeleteConsumer(context.Background(), "HOOKS", "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(up); code != http.StatusServiceUnavailable || !strings.Contains(body, `"consumers":"unavailable"`) {
+		t.Fatalf("readyz after the durable consumer vanished = %d %s", code, body)
+	}
+}
