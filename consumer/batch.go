@@ -42,38 +42,5 @@ func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Hand
 		results[0] = Result{Outcome: out, Err: err}
 		return results
 	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		return failAll(fmt.Errorf("apply batch: begin: %w", err))
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-
-	wrote := false
-	for i, ev := range evs {
-		sp, err := tx.Begin(ctx) // SAVEPOINT
-		if err != nil {
-			return failAll(fmt.Errorf("apply batch: savepoint: %w", err))
-		}
-		out, err := applyInTx(ctx, sp, consumer, h, ev)
-		if err != nil {
-			if rbErr := sp.Rollback(ctx); rbErr != nil {
-				// The transaction is unusable: nothing of the batch commits.
-				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %v: %w", err, rbErr))
-			}
-			results[i] = Result{Outcome: Failed, Err: err}
-			continue
-		}
-		if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
-			return failAll(fmt.Errorf("apply batch: release savepoint: %w", err))
-		}
-		wrote = wrote || out != Duplicate
-		results[i] = Result{Outcome: out}
-	}
-	if !wrote {
-		return results
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return failAll(fmt.Errorf("apply batch: commit: %w", err))
-	}
-	return results
+	return applyBatchPipelined(ctx, pool, consumer, h, evs, results, failAll)
 }

@@ -1,0 +1,110 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// eventSavepoint is the savepoint each event of a batch runs in. Handlers
+// that open savepoints of their own get pgx's sp_N names, never this one.
+const eventSavepoint = "hookbridge_event"
+
+// claimSQL is the inbox claim; it must stay the statement applyInTx runs.
+const claimSQL = `
+		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT DO NOTHING`
+
+// applyBatchPipelined is ApplyBatch's loop for more than one event. It
+// runs the very statements of the per-event path, in the same order and
+// the same transaction, but sends the previous event's RELEASE SAVEPOINT,
+// this event's SAVEPOINT and its inbox claim in one round trip (a pgx
+// pipeline) instead of three. An event then costs one round trip plus the
+// handler's own, instead of three plus the handler's: on a local Postgres
+// every round trip is two context switches, and they, not the commit,
+// dominate a batch. Outcomes are those of the per-event path: a failing
+// claim or handler rolls back to the event's savepoint only; a failing
+// SAVEPOINT, RELEASE or rollback fails the whole batch; the commit
+// (which releases the last savepoint) decides for all.
+func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event, results []Result, failAll func(error) []Result) []Result {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return failAll(fmt.Errorf("apply batch: begin: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+
+	wrote := false
+	open := false // a savepoint of an earlier event is still open
+	for i, ev := range evs {
+		claimed, err, fatal := claimInSavepoint(ctx, tx, consumer, ev, open)
+		if fatal != nil {
+			return failAll(fatal)
+		}
+		open = true
+		var out Outcome
+		switch {
+		case err != nil:
+		case !claimed:
+			out, err = resolveRepeat(ctx, tx, consumer, ev)
+		default:
+			if err = h.Handle(ctx, tx, ev); err != nil {
+				err = fmt.Errorf("apply %s/%s: handler: %w", ev.Source, ev.ID, err)
+			} else {
+				out = Processed
+			}
+		}
+		if err != nil {
+			if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+eventSavepoint); rbErr != nil {
+				// The transaction is unusable: nothing of the batch commits.
+				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %v: %w", err, rbErr))
+			}
+			results[i] = Result{Outcome: Failed, Err: err}
+			continue
+		}
+		wrote = wrote || out != Duplicate
+		results[i] = Result{Outcome: out}
+	}
+	if !wrote {
+		return results
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return failAll(fmt.Errorf("apply batch: commit: %w", err))
+	}
+	return results
+}
+
+// claimInSavepoint releases the previous event's savepoint (when open),
+// opens this event's and claims ev in the inbox, in one round trip. err
+// is the claim's own failure (the event fails, the batch goes on); fatal
+// means the savepoint could not be released or set and the transaction is
+// lost.
+func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event, open bool) (claimed bool, err, fatal error) {
+	b := &pgx.Batch{}
+	if open {
+		b.Queue("RELEASE SAVEPOINT " + eventSavepoint)
+	}
+	b.Queue("SAVEPOINT " + eventSavepoint)
+	b.Queue(claimSQL, consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+	br := tx.SendBatch(ctx, b)
+	if open {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return false, nil, fmt.Errorf("apply batch: release savepoint: %w", err)
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return false, nil, fmt.Errorf("apply batch: savepoint: %w", err)
+	}
+	tag, claimErr := br.Exec()
+	if err := br.Close(); err != nil && claimErr == nil {
+		claimErr = err
+	}
+	if claimErr != nil {
+		return false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, claimErr), nil
+	}
+	return tag.RowsAffected() == 1, nil, nil
+}
