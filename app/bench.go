@@ -302,7 +302,7 @@ func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance
 			once.Do(func() { cancel(); stopErr = <-done })
 			return stopErr
 		}
-		return &loadgen.Instance{URL: "http://" + addr, Stop: stop, Events: subscriber(srv.nc)}, nil
+		return &loadgen.Instance{URL: "http://" + addr, Stop: stop, Events: subscriber(srv.nc), Redelivered: e.redelivered(srv)}, nil
 	case err := <-done:
 		cancel()
 		if err == nil {
@@ -313,6 +313,21 @@ func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance
 		cancel()
 		<-done
 		return nil, ctx.Err()
+	}
+}
+
+// redelivered reports the orders consumer's redelivery count.
+func (e *benchEnv) redelivered(srv *Server) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		cons, err := srv.js.Consumer(ctx, stream.Hooks, e.cfg.Consumers[0].Name)
+		if err != nil {
+			return 0, err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return 0, err
+		}
+		return info.NumRedelivered, nil
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -27,6 +28,10 @@ type Instance struct {
 	Stop func() error
 	// Events, when set, subscribes to what its relay publishes.
 	Events EventSource
+	// Redelivered, when set, reports how many messages JetStream has
+	// redelivered to the orders consumer (a delivery not acked within
+	// ack_wait, or nak'd) since it was created.
+	Redelivered func(ctx context.Context) (int, error)
 }
 
 // Env is a fresh in-process environment: an empty database and an empty
@@ -78,6 +83,9 @@ func InProcess(ctx context.Context, factory EnvFactory, c ConsumerSettings, role
 	rss := startRSS(250 * time.Millisecond)
 	res, err := Load(ctx, o)
 	figures := rss.finish()
+	if n := redelivered(ctx, inst); res != nil && hasRole(roles, "consumer") && n >= 0 {
+		res.Redelivered = &n
+	}
 	stopped = true
 	if stopErr := inst.Stop(); err == nil && stopErr != nil {
 		err = fmt.Errorf("stop hookbridge: %w", stopErr)
@@ -86,6 +94,18 @@ func InProcess(ctx context.Context, factory EnvFactory, c ConsumerSettings, role
 		res.RSS = &figures
 	}
 	return res, err
+}
+
+// redelivered asks inst, when it can tell; -1 otherwise.
+func redelivered(ctx context.Context, inst *Instance) int {
+	if inst.Redelivered == nil {
+		return -1
+	}
+	n, err := inst.Redelivered(ctx)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func hasRole(roles []string, r string) bool {
@@ -104,12 +124,29 @@ type DrainResult struct {
 	Events    int              `json:"events"`
 	Seconds   float64          `json:"seconds"`
 	PerSecond float64          `json:"events_per_s"`
-	Check     *Check           `json:"check"`
+	// ProcessCPUPerEventUs is this process's CPU (the consumer, the
+	// embedded NATS server) per event over the measured window;
+	// PostgresCPUPerEventUs the CPU of the database's server backends per
+	// event over the consumer's whole run (0 when Postgres is not local).
+	ProcessCPUPerEventUs  float64 `json:"process_cpu_per_event_us"`
+	PostgresCPUPerEventUs float64 `json:"postgres_cpu_per_event_us"`
+	// Redelivered counts JetStream redeliveries to the consumer (-1:
+	// unknown); 0 means no buffered message outlived ack_wait.
+	Redelivered int    `json:"redelivered"`
+	Check       *Check `json:"check"`
 }
 
 func (d DrainResult) String() string {
-	return fmt.Sprintf("%s: %d events in %.2fs = %.0f events/s (batch %d, concurrency %d); check %s",
-		d.Name, d.Events, d.Seconds, d.PerSecond, d.Consumer.BatchSize, d.Consumer.Concurrency, d.Check)
+	return fmt.Sprintf("%s: %d events in %.2fs = %.0f events/s (batch %s, concurrency %s; CPU per event: %.0f µs here, %.0f µs in Postgres; %d redelivered); check %s",
+		d.Name, d.Events, d.Seconds, d.PerSecond, orDefault(d.Consumer.BatchSize), orDefault(d.Consumer.Concurrency),
+		d.ProcessCPUPerEventUs, d.PostgresCPUPerEventUs, d.Redelivered, d.Check)
+}
+
+func orDefault(n int) string {
+	if n <= 0 {
+		return "default"
+	}
+	return fmt.Sprint(n)
 }
 
 // Drain measures consumer apply throughput alone: a hookbridge with the
@@ -153,15 +190,19 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 	}
 	defer func() { _ = cons.Stop() }()
 
+	// Polled every 100ms: count(*) scans the table, and a tighter poll
+	// would take measurable CPU from the consumer it measures.
 	var firstAt, lastAt time.Time
+	var firstCPU, lastCPU time.Duration
 	first, last := 0, 0
 	lastChange, lastPrint := time.Now(), time.Now()
 	for last < want {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
+		cpu := ProcessCPU()
 		var n int
 		at := time.Now()
 		if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.inbox").Scan(&n); err != nil {
@@ -173,9 +214,9 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		}
 		if n != last {
 			if firstAt.IsZero() {
-				firstAt, first = at, n
+				firstAt, first, firstCPU = at, n, cpu
 			}
-			lastAt, last, lastChange = at, n, at
+			lastAt, last, lastChange, lastCPU = at, n, at, cpu
 		}
 		if time.Since(lastChange) > time.Minute {
 			return nil, fmt.Errorf("drain stalled at %d of %d events", last, want)
@@ -190,10 +231,46 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		d.Seconds = lastAt.Sub(firstAt).Seconds()
 		d.PerSecond = float64(d.Events) / d.Seconds
 	}
+	if d.Events > 0 {
+		d.ProcessCPUPerEventUs = float64((lastCPU - firstCPU).Microseconds()) / float64(d.Events)
+	}
+	if cpu, err := backendCPU(ctx, pool); err == nil && cpu > 0 {
+		d.PostgresCPUPerEventUs = float64(cpu.Microseconds()) / float64(want)
+	}
 	time.Sleep(250 * time.Millisecond) // let a wrong redelivery show up
+	d.Redelivered = redelivered(ctx, cons)
 	d.Check, err = VerifyCounts(ctx, pool, "orders", "demo", runID, want, 0)
 	if err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// backendCPU sums the CPU time of the server processes connected to
+// pool's database (other than pool's own), read from /proc: it works when
+// Postgres runs on this machine and its /proc entries are readable, and
+// returns 0 otherwise.
+func backendCPU(ctx context.Context, pool *pgxpool.Pool) (time.Duration, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	own := conn.Conn().PgConn().PID()
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return 0, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		if uint32(pid) == own {
+			continue
+		}
+		total += procCPU(int(pid))
+	}
+	return total, nil
 }

@@ -190,6 +190,10 @@ type Result struct {
 	PipelineRate float64 `json:"pipeline_events_per_s,omitempty"`
 	PollErrors   int     `json:"poll_errors,omitempty"`
 
+	// Redelivered counts JetStream redeliveries to the consumer of an
+	// in-process run (-1 or absent: unknown).
+	Redelivered *int `json:"redelivered,omitempty"`
+
 	Check *Check `json:"check,omitempty"`
 	RSS   *RSS   `json:"rss,omitempty"`
 }

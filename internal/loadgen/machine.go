@@ -87,3 +87,25 @@ func WaitQuiet(ctx context.Context, threshold float64, maxWait time.Duration) (f
 		}
 	}
 }
+
+// procCPU is the user + system CPU time of process pid from
+// /proc/<pid>/stat (0 when unreadable), assuming the usual 100 clock
+// ticks per second.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}

@@ -42,6 +42,9 @@ func (r *Result) Print(w io.Writer) {
 		row("apply throughput", "%.0f events/s (first to last inbox row seen)", r.ApplyRate)
 		row("pipeline throughput", "%.0f events/s (first send to last inbox row seen)", r.PipelineRate)
 	}
+	if r.Redelivered != nil {
+		row("JetStream redeliveries", "%d (to the consumer; 0 = no buffered message outlived ack_wait)", *r.Redelivered)
+	}
 	if r.PollErrors > 0 {
 		row("inbox poll errors", "%d", r.PollErrors)
 	}
