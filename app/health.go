@@ -11,6 +11,20 @@ import (
 type check struct {
 	name string
 	fn   func(ctx context.Context) error
+	// roles that need this dependency; empty means every role.
+	roles []string
+}
+
+func (c check) neededBy(role string) bool {
+	if role == "" || len(c.roles) == 0 {
+		return true
+	}
+	for _, r := range c.roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
 }
 
 // healthz answers 200 while the process serves HTTP at all.
@@ -21,13 +35,28 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 
 // readyz answers 200 only when every dependency of the running roles
 // answers; the body names each one and its state (never credentials).
+// With ?role=ingress only that role's dependencies count, so a load
+// balancer can keep sending webhooks to an all-roles instance while its
+// database is down (the ingress needs NATS only).
 func readyz(checks []check) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
+		role := r.URL.Query().Get("role")
+		switch role {
+		case "", RoleIngress, RoleConsumer, RoleRelay:
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]any{"ready": false, "error": "role must be ingress, consumer or relay"})
+			return
+		}
 		status := http.StatusOK
 		out := map[string]string{}
 		for _, c := range checks {
+			if !c.neededBy(role) {
+				continue
+			}
 			if err := c.fn(ctx); err != nil {
 				status = http.StatusServiceUnavailable
 				out[c.name] = "unavailable"

@@ -147,7 +147,7 @@ func (s *Server) consumerChecks() []check {
 			}
 		}
 		return nil
-	}}}
+	}, roles: []string{RoleConsumer}}}
 }
 
 // markMigrated records that the database roles have migrated.

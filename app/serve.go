@@ -133,10 +133,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}
 	defer s.closeNATS()
-	if err := stream.EnsureIngress(ctx, s.js, s.streamOptions()); err != nil {
-		return err
-	}
-	if _, err := stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions())); err != nil {
+	if err := s.ensureStreams(ctx); err != nil {
 		return err
 	}
 
@@ -155,7 +152,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			return fmt.Errorf("postgres config: %w", err)
 		}
 		defer s.pool.Close()
-		checks = append(checks, check{name: "postgres", fn: s.pool.Ping})
+		checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
 	}
 	checks = append(checks, s.consumerChecks()...)
 
@@ -209,6 +206,32 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	err = workers.Wait()
 	s.log.Info("hookbridge stopped")
 	return err
+}
+
+// ensureStreams creates or updates the streams, retrying while JetStream
+// is not ready yet (a cluster still electing its meta leader answers with
+// errors for a few seconds after start).
+func (s *Server) ensureStreams(ctx context.Context) error {
+	delay := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := stream.EnsureIngress(ctx, s.js, s.streamOptions())
+		if err == nil {
+			_, err = stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions()))
+		}
+		if err == nil {
+			return nil
+		}
+		if attempt == 20 || ctx.Err() != nil {
+			return err
+		}
+		s.log.Warn("jetstream not ready; retrying", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
 }
 
 // runDatabaseRoles waits for Postgres (the ingress keeps accepting in the

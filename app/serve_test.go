@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -194,5 +195,72 @@ func TestServeRelaysOutboxEvents(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM hookbridge.outbox"); n != 1 {
 		t.Fatalf("outbox rows = %d, want 1", n)
+	}
+}
+
+// TestIngressAcceptsWhilePostgresIsDown runs every role with an unreachable
+// database: webhooks are still accepted and stored in JetStream, the
+// ingress reports ready through /readyz?role=ingress, and the instance as
+// a whole does not.
+func TestIngressAcceptsWhilePostgresIsDown(t *testing.T) {
+	t.Parallel()
+	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	cfg := Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", DataDir: t.TempDir()}
+	cfg.ApplyEnv(env)
+	cfg.Sources = DefaultSources(env)
+	cfg.Consumers = DefaultConsumers()
+	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrCh := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func(addr string) { addrCh <- addr }) }()
+	defer func() { cancel(); <-done }()
+	addr := <-addrCh
+
+	status := func(path string) int {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status("/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d, want 503 without Postgres", got)
+	}
+	if got := status("/readyz?role=ingress"); got != http.StatusOK {
+		t.Fatalf("/readyz?role=ingress = %d, want 200: the ingress needs NATS only", got)
+	}
+	for i := range 3 {
+		body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": fmt.Sprint("o-", i), "amount_cents": 1, "currency": "EUR"}})
+		req, err := SignedRequest(ctx, "http://"+addr+"/webhooks/demo", cfg.Sources[0].secretsRead[0], fmt.Sprint("evt-", i), time.Now(), body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("delivery %d: status %d, want 202 while Postgres is down", i, resp.StatusCode)
+		}
+	}
+	s, err := srv.js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 3 {
+		t.Fatalf("HOOKS holds %d messages, want 3", info.State.Msgs)
 	}
 }

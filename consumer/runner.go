@@ -55,7 +55,9 @@ func (r *runner) run(ctx context.Context) error {
 	// Keep at most two batches per worker buffered: enough to hide the pull
 	// round trip, few enough that none sits in the buffer close to ack_wait.
 	prefetch := 2 * r.concurrency * r.batchSize
-	it, err := cons.Messages(jetstream.PullMaxMessages(prefetch))
+	// A short pull expiry makes a lost consumer leader (a NATS node going
+	// down) noticed within seconds instead of the default 30s.
+	it, err := cons.Messages(jetstream.PullMaxMessages(prefetch), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("consumer %s: pull: %w", r.name, err)
 	}
