@@ -84,6 +84,10 @@ func (r *runner) run(ctx context.Context) error {
 		batch = make([]jetstream.Msg, 0, r.batchSize)
 		workers.Go(func() { r.applyAndAck(applyCtx, msgs) })
 	}
+	// A batch waits at most batchWait from its first message: a deadline
+	// for the whole batch, not a wait per message, which let a batch take
+	// up to batchSize × batchWait to fill at moderate rates.
+	var deadline time.Time
 	for {
 		if r.hold != nil {
 			r.hold(ctx)
@@ -91,8 +95,11 @@ func (r *runner) run(ctx context.Context) error {
 		var msg jetstream.Msg
 		if len(batch) == 0 {
 			msg, err = it.Next()
+		} else if wait := time.Until(deadline); wait > 0 {
+			msg, err = it.Next(jetstream.NextMaxWait(wait))
 		} else {
-			msg, err = it.Next(jetstream.NextMaxWait(r.batchWait))
+			flush()
+			continue
 		}
 		if err != nil {
 			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
@@ -109,6 +116,9 @@ func (r *runner) run(ctx context.Context) error {
 			continue
 		}
 		batch = append(batch, msg)
+		if len(batch) == 1 {
+			deadline = time.Now().Add(r.batchWait)
+		}
 		if len(batch) >= r.batchSize {
 			flush()
 		}
