@@ -77,6 +77,9 @@ type Options struct {
 	// Progress receives a progress line every ProgressInterval (default 1s).
 	Progress         io.Writer
 	ProgressInterval time.Duration
+	// RSSPID, when > 0, samples the resident set of that process (a
+	// hookbridge running on this machine) every 250ms during the run.
+	RSSPID int
 	// Client sends the requests (default: keep-alive client sized to
 	// Concurrency).
 	Client *http.Client
@@ -184,8 +187,9 @@ type Result struct {
 	Relayed  int      `json:"relayed,omitempty"`
 	RelayE2E *Latency `json:"e2e_relayed_latency,omitempty"`
 	// ApplyRate is events applied per second between the first and the
-	// last inbox row seen; PipelineRate is events applied per second from
-	// the first send to the last row seen.
+	// last inbox row seen; PipelineRate is events per second from the first
+	// send to the last inbox row seen or, when the relayed events are
+	// measured, to the last relayed event.
 	ApplyRate    float64 `json:"apply_events_per_s,omitempty"`
 	PipelineRate float64 `json:"pipeline_events_per_s,omitempty"`
 	PollErrors   int     `json:"poll_errors,omitempty"`
@@ -226,7 +230,7 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		if err := pool.Ping(ctx); err != nil {
 			return nil, fmt.Errorf("loadgen: database: %w", err)
 		}
-		l.tracker = newApplyTracker(pool, o.Consumer, o.Source, o.Total, o.PollInterval)
+		l.tracker = newApplyTracker(pool, o.Consumer, o.Source, o.Total, o.PollInterval, o.Events != nil)
 	}
 
 	trackCtx, stopTracking := context.WithCancel(ctx)
@@ -258,6 +262,13 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		defer stop()
 	}
 
+	var rss *rssSampler
+	if o.RSSPID > 0 {
+		if ReadPIDRSS(o.RSSPID) == 0 {
+			return nil, fmt.Errorf("loadgen: cannot read the RSS of pid %d", o.RSSPID)
+		}
+		rss = startRSSOf(func() int64 { return ReadPIDRSS(o.RSSPID) }, 250*time.Millisecond)
+	}
 	cpu0 := ProcessCPU()
 	l.start = time.Now()
 	l.drive(ctx)
@@ -268,6 +279,13 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	res := l.result()
+	if rss != nil {
+		defer func() {
+			r := rss.finish()
+			r.Of = fmt.Sprintf("pid %d", o.RSSPID)
+			res.RSS = &r
+		}()
+	}
 	if l.tracker != nil {
 		want := res.Accepted + res.Duplicates
 		l.tracker.wait(ctx, want, false, o.ApplyIdleTimeout)
@@ -288,6 +306,11 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		}
 		if f.seen > 0 {
 			res.PipelineRate = float64(f.seen) / f.lastSeen.Sub(l.start).Seconds()
+		}
+		if o.Events != nil && f.relayed > 0 {
+			// With the relay measured too, the pipeline is done when the
+			// outgoing events are out, not when the inbox rows are in.
+			res.PipelineRate = float64(f.relayed) / f.lastRelayed.Sub(l.start).Seconds()
 		}
 		if f.pollErrs > 0 && f.seen < want {
 			return res, fmt.Errorf("loadgen: polling the inbox failed %d times: %w", f.pollErrs, f.lastErr)

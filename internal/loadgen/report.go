@@ -31,7 +31,7 @@ func (r *Result) Print(w io.Writer) {
 	row("answers", "%d accepted, %d duplicate, %d failed, %d retries (%s)", r.Accepted, r.Duplicates, r.Failed, r.Retries, strings.Join(parts, " "))
 	row("ingress throughput", "%.0f req/s over %.2fs", r.IngressRPS, r.SendSeconds)
 	row("ingress latency", "%s", r.Ingress)
-	row("process CPU while sending", "%.2fs = %.0f µs per request (this process: load generator + in-process server)", r.SendCPUSeconds, r.CPUPerRequestUs)
+	row("process CPU while sending", "%.2fs = %.0f µs per request (this process: the load generator, and the server when in-process)", r.SendCPUSeconds, r.CPUPerRequestUs)
 	if r.E2E != nil {
 		row("applied", "%d", r.Applied)
 		row("end-to-end latency", "%s (to the committed inbox row)", r.E2E)
@@ -40,7 +40,11 @@ func (r *Result) Print(w io.Writer) {
 			row("end-to-end latency", "%s (to the relayed event on events.>)", r.RelayE2E)
 		}
 		row("apply throughput", "%.0f events/s (first to last inbox row seen)", r.ApplyRate)
-		row("pipeline throughput", "%.0f events/s (first send to last inbox row seen)", r.PipelineRate)
+		if r.RelayE2E != nil {
+			row("pipeline throughput", "%.0f events/s (first send to last relayed event)", r.PipelineRate)
+		} else {
+			row("pipeline throughput", "%.0f events/s (first send to last inbox row seen)", r.PipelineRate)
+		}
 	}
 	if r.Redelivered != nil {
 		row("JetStream redeliveries", "%d (to the consumer; 0 = no buffered message outlived ack_wait)", *r.Redelivered)
@@ -49,7 +53,7 @@ func (r *Result) Print(w io.Writer) {
 		row("inbox poll errors", "%d", r.PollErrors)
 	}
 	if r.RSS != nil && r.RSS.Samples > 0 {
-		row("RSS (this process)", "start %d MiB, peak %d MiB, end %d MiB (%d samples)",
+		row("RSS ("+r.RSS.Of+")", "start %d MiB, peak %d MiB, end %d MiB (%d samples)",
 			r.RSS.StartKB/1024, r.RSS.PeakKB/1024, r.RSS.EndKB/1024, r.RSS.Samples)
 	}
 	if r.Check != nil {

@@ -16,11 +16,18 @@ type RSS struct {
 	PeakKB  int64 `json:"peak_kb"`
 	EndKB   int64 `json:"end_kb"`
 	Samples int   `json:"samples"`
+	// Of says whose: "this process" or "pid N".
+	Of string `json:"of"`
 }
 
 // ReadRSS returns VmRSS of this process in KiB (0 when unavailable).
-func ReadRSS() int64 {
-	b, err := os.ReadFile("/proc/self/status")
+func ReadRSS() int64 { return readRSS("self") }
+
+// ReadPIDRSS returns VmRSS of process pid in KiB (0 when unavailable).
+func ReadPIDRSS(pid int) int64 { return readRSS(strconv.Itoa(pid)) }
+
+func readRSS(proc string) int64 {
+	b, err := os.ReadFile("/proc/" + proc + "/status")
 	if err != nil {
 		return 0
 	}
@@ -42,16 +49,19 @@ func ReadRSS() int64 {
 
 // rssSampler samples VmRSS every interval until stopped.
 type rssSampler struct {
+	read func() int64
 	mu   sync.Mutex
 	rss  RSS
 	stop chan struct{}
 	done chan struct{}
 }
 
-func startRSS(interval time.Duration) *rssSampler {
-	s := &rssSampler{stop: make(chan struct{}), done: make(chan struct{})}
-	first := ReadRSS()
-	s.rss = RSS{StartKB: first, PeakKB: first, EndKB: first, Samples: 1}
+func startRSS(interval time.Duration) *rssSampler { return startRSSOf(ReadRSS, interval) }
+
+func startRSSOf(read func() int64, interval time.Duration) *rssSampler {
+	s := &rssSampler{read: read, stop: make(chan struct{}), done: make(chan struct{})}
+	first := read()
+	s.rss = RSS{StartKB: first, PeakKB: first, EndKB: first, Samples: 1, Of: "this process"}
 	go func() {
 		defer close(s.done)
 		t := time.NewTicker(interval)
@@ -69,7 +79,7 @@ func startRSS(interval time.Duration) *rssSampler {
 }
 
 func (s *rssSampler) sample() {
-	v := ReadRSS()
+	v := s.read()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rss.Samples++

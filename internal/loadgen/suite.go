@@ -184,24 +184,27 @@ func (s *suite) fail(format string, args ...any) {
 
 // Names of the suite's measurements, used for ratios and targets.
 const (
-	mPubSync    = "jetstream publish sync"
-	mPubAsync   = "jetstream publish async"
-	mFloor      = "floor HTTP→publish"
-	mIngress    = "hookbridge ingress (verify on)"
-	mPGInsert   = "postgres single-row insert"
-	mPipeline   = "pipeline max sustainable"
-	mE2EP50     = "e2e p50 @ 50% of max"
-	mE2EP95     = "e2e p95 @ 50% of max"
-	mE2EP99     = "e2e p99 @ 50% of max"
-	mE2ERate    = "e2e run rate (50% of max)"
-	mIngressP99 = "hookbridge ingress p99"
-	mFloorP99   = "floor p99"
-	mRSSStart   = "RSS start (e2e run)"
-	mRSSPeak    = "RSS peak (e2e run)"
-	mRSSEnd     = "RSS end (e2e run)"
-	mPubSyncCPU = "jetstream publish sync CPU"
-	mFloorCPU   = "floor CPU"
-	mIngressCPU = "hookbridge ingress CPU"
+	mPubSync         = "jetstream publish sync"
+	mPubAsync        = "jetstream publish async"
+	mFloor           = "floor HTTP→publish"
+	mIngress         = "hookbridge ingress (verify on)"
+	mPGInsert        = "postgres single-row insert"
+	mPGInsert1       = "postgres single-row insert, 1 connection"
+	mPipeline        = "pipeline max sustainable"
+	mE2EP50          = "e2e p50 @ 50% of max"
+	mE2EP95          = "e2e p95 @ 50% of max"
+	mE2EP99          = "e2e p99 @ 50% of max"
+	mE2ERate         = "e2e run rate (50% of max)"
+	mIngressP99      = "hookbridge ingress p99"
+	mFloorP99        = "floor p99"
+	mPipelineIngress = "pipeline max: ingress rate"
+	mE2ERelayP99     = "e2e p99 to relayed event @ 50%"
+	mRSSStart        = "RSS start (e2e run)"
+	mRSSPeak         = "RSS peak (e2e run)"
+	mRSSEnd          = "RSS end (e2e run)"
+	mPubSyncCPU      = "jetstream publish sync CPU"
+	mFloorCPU        = "floor CPU"
+	mIngressCPU      = "hookbridge ingress CPU"
 )
 
 func drainName(batch int) string { return fmt.Sprintf("consumer drain batch=%d", batch) }
@@ -346,6 +349,14 @@ func (s *suite) pgInsert(ctx context.Context) error {
 	fmt.Fprintln(s.o.Progress, "suite:", t)
 	s.res.Runs = append(s.res.Runs, t)
 	s.record(mPGInsert, "rows/s", t.PerSecond)
+	// One connection: the commit latency itself (1 / rate).
+	t1, err := RawInsert(ctx, s.o.AdminURL, max(s.o.PGTotal/4, 1), 1)
+	if err != nil {
+		return fmt.Errorf("postgres insert: %w", err)
+	}
+	fmt.Fprintln(s.o.Progress, "suite:", t1)
+	s.res.Runs = append(s.res.Runs, t1)
+	s.record(mPGInsert1, "rows/s", t1.PerSecond)
 	return nil
 }
 
@@ -362,6 +373,11 @@ func (s *suite) drain(ctx context.Context, batch int) error {
 		return fmt.Errorf("drain batch=%d: count check failed: %s", batch, d.Check)
 	}
 	s.record(drainName(batch), "events/s", d.PerSecond)
+	s.record(drainName(batch)+" CPU here", "µs/event", d.ProcessCPUPerEventUs)
+	s.record(drainName(batch)+" CPU in Postgres", "µs/event", d.PostgresCPUPerEventUs)
+	if d.Redelivered > 0 {
+		return fmt.Errorf("drain batch=%d: %d messages redelivered", batch, d.Redelivered)
+	}
 	return nil
 }
 
@@ -383,6 +399,7 @@ func (s *suite) e2e(ctx context.Context) error {
 		return fmt.Errorf("pipeline max: count check failed: %s", maxRun.Check)
 	}
 	s.record(mPipeline, "events/s", maxRun.PipelineRate)
+	s.record(mPipelineIngress, "req/s", maxRun.IngressRPS)
 
 	rate := maxRun.PipelineRate / 2
 	total := s.o.E2ETotal
@@ -401,6 +418,9 @@ func (s *suite) e2e(ctx context.Context) error {
 	s.record(mE2EP50, "ms", half.E2E.P50Ms)
 	s.record(mE2EP95, "ms", half.E2E.P95Ms)
 	s.record(mE2EP99, "ms", half.E2E.P99Ms)
+	if half.RelayE2E != nil && half.RelayE2E.N > 0 {
+		s.record(mE2ERelayP99, "ms", half.RelayE2E.P99Ms)
+	}
 	if half.RSS != nil {
 		s.record(mRSSStart, "MiB", float64(half.RSS.StartKB)/1024)
 		s.record(mRSSPeak, "MiB", float64(half.RSS.PeakKB)/1024)

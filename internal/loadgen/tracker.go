@@ -30,8 +30,9 @@ type applyTracker struct {
 	window int
 
 	mu        sync.Mutex
-	queue     []*pendingEvent // accepted, in acceptance order; done ones skipped
-	byID      map[string]*pendingEvent
+	queue     []*pendingEvent          // accepted, in acceptance order; done ones skipped
+	byID      map[string]*pendingEvent // until seen (and relayed, with relays)
+	added     int
 	e2e       []time.Duration // by event number; 0 = not seen
 	seen      int
 	firstSeen time.Time
@@ -41,10 +42,12 @@ type applyTracker struct {
 	progress  chan struct{} // closed and replaced whenever seen or relayed grows
 
 	// Relayed events (events.> messages caused by our webhooks), when the
-	// run subscribes to them.
-	relayedN int
-	relayE2E []time.Duration      // by event number; 0 = not seen
-	early    map[string]time.Time // relayed before the 202 was processed
+	// run subscribes to them (relays).
+	relays      bool
+	relayedN    int
+	lastRelayed time.Time
+	relayE2E    []time.Duration      // by event number; 0 = not seen
+	early       map[string]time.Time // relayed before the 202 was processed
 }
 
 type pendingEvent struct {
@@ -55,9 +58,9 @@ type pendingEvent struct {
 	relayed bool
 }
 
-func newApplyTracker(pool *pgxpool.Pool, consumer, source string, total int, interval time.Duration) *applyTracker {
+func newApplyTracker(pool *pgxpool.Pool, consumer, source string, total int, interval time.Duration, relays bool) *applyTracker {
 	return &applyTracker{
-		pool: pool, consumer: consumer, source: source, interval: interval, window: 512,
+		pool: pool, consumer: consumer, source: source, interval: interval, window: 512, relays: relays,
 		byID: map[string]*pendingEvent{}, e2e: make([]time.Duration, total), progress: make(chan struct{}),
 		relayE2E: make([]time.Duration, total), early: map[string]time.Time{},
 	}
@@ -72,6 +75,7 @@ func (t *applyTracker) add(id string, n int, start time.Time) {
 	}
 	p := &pendingEvent{id: id, n: n, start: start}
 	t.byID[id] = p
+	t.added++
 	t.queue = append(t.queue, p)
 	if at, ok := t.early[id]; ok {
 		delete(t.early, id)
@@ -100,6 +104,12 @@ func (t *applyTracker) markRelayed(p *pendingEvent, at time.Time) {
 	}
 	p.relayed = true
 	t.relayedN++
+	if at.After(t.lastRelayed) {
+		t.lastRelayed = at
+	}
+	if p.done {
+		delete(t.byID, p.id)
+	}
 	if p.n >= 0 && p.n < len(t.relayE2E) {
 		t.relayE2E[p.n] = max(at.Sub(p.start), time.Nanosecond)
 	}
@@ -147,14 +157,16 @@ func (t *applyTracker) oldestPending(ids []string) ([]string, int) {
 			ids = append(ids, p.id)
 		}
 	}
-	return ids, len(t.byID) - t.seen
+	return ids, t.added - t.seen
 }
 
 func (t *applyTracker) poll(ctx context.Context, ids []string) {
 	at := time.Now()
+	// A join against the ids keeps the plan a primary-key lookup per id
+	// whatever the table's statistics say.
 	rows, err := t.pool.Query(ctx, `
-		SELECT event_id FROM hookbridge.inbox
-		WHERE consumer = $1 AND source = $2 AND event_id = ANY($3)`, t.consumer, t.source, ids)
+		SELECT i.event_id FROM unnest($3::text[]) AS u(id)
+		JOIN hookbridge.inbox i ON i.consumer = $1 AND i.source = $2 AND i.event_id = u.id`, t.consumer, t.source, ids)
 	if err != nil {
 		t.noteErr(ctx, err)
 		return
@@ -185,6 +197,9 @@ func (t *applyTracker) poll(ctx context.Context, ids []string) {
 		}
 		p.done = true
 		t.seen++
+		if !t.relays || p.relayed {
+			delete(t.byID, id) // memory stays proportional to what is pending
+		}
 		if p.n >= 0 && p.n < len(t.e2e) {
 			t.e2e[p.n] = max(at.Sub(p.start), time.Nanosecond)
 		}
@@ -240,18 +255,19 @@ func (t *applyTracker) wait(ctx context.Context, want int, relayed bool, idle ti
 }
 
 type trackerFigures struct {
-	e2e       Latency
-	relayE2E  Latency
-	relayed   int
-	seen      int
-	firstSeen time.Time
-	lastSeen  time.Time
-	pollErrs  int
-	lastErr   error
+	e2e         Latency
+	relayE2E    Latency
+	relayed     int
+	lastRelayed time.Time
+	seen        int
+	firstSeen   time.Time
+	lastSeen    time.Time
+	pollErrs    int
+	lastErr     error
 }
 
 func (t *applyTracker) figures() trackerFigures {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return trackerFigures{e2e: summarize(t.e2e), relayE2E: summarize(t.relayE2E), relayed: t.relayedN, seen: t.seen, firstSeen: t.firstSeen, lastSeen: t.lastSeen, pollErrs: t.pollErrs, lastErr: t.lastErr}
+	return trackerFigures{e2e: summarize(t.e2e), relayE2E: summarize(t.relayE2E), relayed: t.relayedN, lastRelayed: t.lastRelayed, seen: t.seen, firstSeen: t.firstSeen, lastSeen: t.lastSeen, pollErrs: t.pollErrs, lastErr: t.lastErr}
 }
