@@ -7,10 +7,6 @@ import (
 	"testing"
 )
 
-func mapEnv(m map[string]string) Env {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
 func TestExampleConfigLoads(t *testing.T) {
 	t.Parallel()
 	secrets := t.TempDir()

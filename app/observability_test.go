@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,28 +52,12 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 func TestMetricsAddrServesMetricsApart(t *testing.T) {
 	t.Parallel()
 	js := testenv.NATS(t)
-	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
-	cfg := Config{HTTPAddr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", NATSURL: js.URL(), DataDir: t.TempDir()}
-	cfg.ApplyEnv(env)
-	cfg.Sources = DefaultSources(env)
-	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cfg, BuiltinHandlers(), []string{RoleIngress}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(a string) { addrCh <- a }) }()
-	addr := <-addrCh
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	}()
+	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+		c.MetricsAddr = "127.0.0.1:0"
+		c.NATSURL = js.URL()
+	})
+	srv := startServer(t, cfg, BuiltinHandlers(), RoleIngress)
+	addr := srv.addr
 	get := func(url string) (int, string) {
 		resp, err := http.Get(url)
 		if err != nil {
@@ -115,29 +98,11 @@ func TestReadyzReflectsConsumerState(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	start := func(dbURL string) string {
-		env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
-		cfg := Config{HTTPAddr: "127.0.0.1:0", NATSURL: js.URL(), DatabaseURL: dbURL, DataDir: t.TempDir()}
-		cfg.ApplyEnv(env)
-		cfg.Sources = DefaultSources(env)
-		cfg.Consumers = DefaultConsumers()
-		if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
-			t.Fatal(err)
-		}
-		srv, err := NewServer(cfg, BuiltinHandlers(), []string{RoleConsumer}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		addrCh := make(chan string, 1)
-		done := make(chan error, 1)
-		go func() { done <- srv.Run(ctx, func(a string) { addrCh <- a }) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
+		cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+			c.NATSURL = js.URL()
+			c.DatabaseURL = dbURL
 		})
-		return <-addrCh
+		return startServer(t, cfg, BuiltinHandlers(), RoleConsumer).addr
 	}
 
 	// Postgres unreachable: NATS is fine, the consumer is not ready.

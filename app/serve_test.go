@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -42,44 +40,12 @@ func slowOrders(started chan<- struct{}) Handlers {
 	return h
 }
 
-// TestServeAppliesAndShutsDownGracefully runs the real serve wiring with
-// the embedded JetStream server, stops it while an event is being applied,
-// and checks the apply was committed and acked: nothing is redelivered.
-func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
-	t.Parallel()
-	db := testenv.Postgres(t)
-	dataDir := t.TempDir()
-	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
-	cfg := Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: db.URL, DataDir: dataDir}
-	cfg.ApplyEnv(env)
-	cfg.Sources = DefaultSources(env)
-	cfg.Consumers = DefaultConsumers()
-	started := make(chan struct{}, 1)
-	handlers := slowOrders(started)
-	if err := cfg.Validate(env, handlers); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrCh := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(addr string) { addrCh <- addr }) }()
-	addr := <-addrCh
-
-	testenv.Eventually(t, 10*time.Second, "ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": "o-1", "amount_cents": 5, "currency": "EUR"}})
-	req, err := SignedRequest(ctx, "http://"+addr+"/webhooks/demo", cfg.Sources[0].secretsRead[0], "evt-1", time.Now(), body)
+// postOrder sends a signed order.created for orderID as event id and
+// returns the status.
+func postOrder(t *testing.T, addr, id, orderID string) int {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": orderID, "amount_cents": 5, "currency": "EUR"}})
+	req, err := SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,19 +54,53 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("status %d, want 202", resp.StatusCode)
+	return resp.StatusCode
+}
+
+func getStatus(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.StreamInfo {
+	t.Helper()
+	s, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// TestServeAppliesAndShutsDownGracefully runs the real serve wiring with
+// the embedded JetStream server, stops it while an event is being applied,
+// and checks the apply was committed and acked: nothing is redelivered.
+func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	started := make(chan struct{}, 1)
+	handlers := slowOrders(started)
+	cfg := testConfig(t, handlers, func(c *Config) { c.DatabaseURL = db.URL })
+	srv := startServer(t, cfg, handlers)
+
+	testenv.Eventually(t, 10*time.Second, "ready", func() bool {
+		return getStatus(t, "http://"+srv.addr+"/readyz") == http.StatusOK
+	})
+	if code := postOrder(t, srv.addr, "evt-1", "o-1"); code != http.StatusAccepted {
+		t.Fatalf("status %d, want 202", code)
 	}
 
 	<-started // the apply is in flight: stop now, as SIGTERM would
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve returned %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not stop")
+	if err := srv.stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 1 {
 		t.Fatalf("orders = %d, want 1: the in-flight apply must finish", n)
@@ -110,7 +110,7 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 	}
 
 	// Reopen the embedded store: the message must be acked, not pending.
-	ns, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dataDir, "jetstream")})
+	ns, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(cfg.DataDir, "jetstream")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,52 +141,24 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 func TestServeRelaysOutboxEvents(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
-	cfg := Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: db.URL, DataDir: t.TempDir()}
-	cfg.ApplyEnv(env)
-	cfg.Sources = DefaultSources(env)
-	cfg.Consumers = DefaultConsumers()
-	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(addr string) { addrCh <- addr }) }()
-	defer func() { cancel(); <-done }()
-	addr := <-addrCh
+	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) { c.DatabaseURL = db.URL })
+	srv := startServer(t, cfg, BuiltinHandlers())
 
-	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": "o-9", "amount_cents": 9, "currency": "EUR"}})
 	for range 2 { // the second delivery is a duplicate and must not add an event
-		req, err := SignedRequest(ctx, "http://"+addr+"/webhooks/demo", cfg.Sources[0].secretsRead[0], "evt-9", time.Now(), body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		postOrder(t, srv.addr, "evt-9", "o-9")
 	}
 	testenv.Eventually(t, 10*time.Second, "outbox row sent", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'") == 1
 	})
-	s, err := srv.js.Stream(ctx, stream.Events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := streamInfo(t, srv.js, stream.Events)
 	if info.State.Msgs != 1 {
 		t.Fatalf("EVENTS holds %d messages, want 1", info.State.Msgs)
 	}
-	msg, err := s.GetMsg(ctx, info.State.LastSeq)
+	s, err := srv.js.Stream(context.Background(), stream.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetMsg(context.Background(), info.State.LastSeq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,63 +176,23 @@ func TestServeRelaysOutboxEvents(t *testing.T) {
 // a whole does not.
 func TestIngressAcceptsWhilePostgresIsDown(t *testing.T) {
 	t.Parallel()
-	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
-	cfg := Config{HTTPAddr: "127.0.0.1:0", DatabaseURL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", DataDir: t.TempDir()}
-	cfg.ApplyEnv(env)
-	cfg.Sources = DefaultSources(env)
-	cfg.Consumers = DefaultConsumers()
-	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrCh := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(addr string) { addrCh <- addr }) }()
-	defer func() { cancel(); <-done }()
-	addr := <-addrCh
+	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+		c.DatabaseURL = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+	})
+	srv := startServer(t, cfg, BuiltinHandlers())
 
-	status := func(path string) int {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	if got := status("/readyz"); got != http.StatusServiceUnavailable {
+	if got := getStatus(t, "http://"+srv.addr+"/readyz"); got != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz = %d, want 503 without Postgres", got)
 	}
-	if got := status("/readyz?role=ingress"); got != http.StatusOK {
+	if got := getStatus(t, "http://"+srv.addr+"/readyz?role=ingress"); got != http.StatusOK {
 		t.Fatalf("/readyz?role=ingress = %d, want 200: the ingress needs NATS only", got)
 	}
 	for i := range 3 {
-		body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": fmt.Sprint("o-", i), "amount_cents": 1, "currency": "EUR"}})
-		req, err := SignedRequest(ctx, "http://"+addr+"/webhooks/demo", cfg.Sources[0].secretsRead[0], fmt.Sprint("evt-", i), time.Now(), body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("delivery %d: status %d, want 202 while Postgres is down", i, resp.StatusCode)
+		if code := postOrder(t, srv.addr, fmt.Sprint("evt-", i), fmt.Sprint("o-", i)); code != http.StatusAccepted {
+			t.Fatalf("delivery %d: status %d, want 202 while Postgres is down", i, code)
 		}
 	}
-	s, err := srv.js.Stream(ctx, stream.Hooks)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 3 {
-		t.Fatalf("HOOKS holds %d messages, want 3", info.State.Msgs)
+	if n := streamInfo(t, srv.js, stream.Hooks).State.Msgs; n != 3 {
+		t.Fatalf("HOOKS holds %d messages, want 3", n)
 	}
 }
