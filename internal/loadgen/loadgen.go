@@ -176,6 +176,9 @@ type Result struct {
 	// the rate.
 	SendCPUSeconds  float64 `json:"send_cpu_seconds"`
 	CPUPerRequestUs float64 `json:"cpu_per_request_us"`
+	// MachineBusy is the fraction of all CPUs busy (every process: this
+	// one, Postgres, anything else) over SendSeconds.
+	MachineBusy float64 `json:"machine_busy"`
 
 	// Applied is how many accepted events were seen in the inbox.
 	Applied int `json:"applied"`
@@ -270,10 +273,14 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		rss = startRSSOf(func() int64 { return ReadPIDRSS(o.RSSPID) }, 250*time.Millisecond)
 	}
 	cpu0 := ProcessCPU()
+	busy0, total0, _ := cpuTimes()
 	l.start = time.Now()
 	l.drive(ctx)
 	l.end = time.Now()
 	l.cpu = ProcessCPU() - cpu0
+	if busy1, total1, err := cpuTimes(); err == nil && total1 > total0 {
+		l.busy = float64(busy1-busy0) / float64(total1-total0)
+	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -341,6 +348,7 @@ type loader struct {
 	start   time.Time
 	end     time.Time
 	cpu     time.Duration
+	busy    float64
 
 	ingress  []time.Duration // by event number
 	sent     atomic.Int64
@@ -481,6 +489,7 @@ func (l *loader) result() *Result {
 		r.IngressRPS = float64(r.Accepted+r.Duplicates) / r.SendSeconds
 	}
 	r.SendCPUSeconds = l.cpu.Seconds()
+	r.MachineBusy = l.busy
 	if n := l.answered.Load(); n > 0 {
 		r.CPUPerRequestUs = float64(l.cpu.Microseconds()) / float64(n)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -31,6 +32,7 @@ func (r *Result) Print(w io.Writer) {
 	row("answers", "%d accepted, %d duplicate, %d failed, %d retries (%s)", r.Accepted, r.Duplicates, r.Failed, r.Retries, strings.Join(parts, " "))
 	row("ingress throughput", "%.0f req/s over %.2fs", r.IngressRPS, r.SendSeconds)
 	row("ingress latency", "%s", r.Ingress)
+	row("machine CPU busy while sending", "%.0f%% of %d CPUs (all processes)", 100*r.MachineBusy, runtime.NumCPU())
 	row("process CPU while sending", "%.2fs = %.0f µs per request (this process: the load generator, and the server when in-process)", r.SendCPUSeconds, r.CPUPerRequestUs)
 	if r.E2E != nil {
 		row("applied", "%d", r.Applied)

@@ -198,6 +198,7 @@ const (
 	mIngressP99      = "hookbridge ingress p99"
 	mFloorP99        = "floor p99"
 	mPipelineIngress = "pipeline max: ingress rate"
+	mE2EBusy         = "machine busy during the 50% run"
 	mE2ERelayP99     = "e2e p99 to relayed event @ 50%"
 	mRSSStart        = "RSS start (e2e run)"
 	mRSSPeak         = "RSS peak (e2e run)"
@@ -415,6 +416,7 @@ func (s *suite) e2e(ctx context.Context) error {
 		return fmt.Errorf("e2e at half rate: count check failed: %s", half.Check)
 	}
 	s.record(mE2ERate, "events/s", rate)
+	s.record(mE2EBusy, "% CPU", 100*half.MachineBusy)
 	s.record(mE2EP50, "ms", half.E2E.P50Ms)
 	s.record(mE2EP95, "ms", half.E2E.P95Ms)
 	s.record(mE2EP99, "ms", half.E2E.P99Ms)
