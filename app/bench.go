@@ -31,6 +31,7 @@ type BenchCmd struct {
 	Secret string `help:"Signing secret of --source (with --url; default: the source's configured secret)."`
 	Source string `help:"Source to send as (with --url)." default:"demo"`
 	NoDB   bool   `name:"no-db" help:"With --url: do not connect to the database (no end-to-end latency, no count check)."`
+	RSSPID int    `name:"rss-pid" help:"With --url: sample the resident set of this process (the hookbridge under test, on this machine) during the run."`
 
 	Concurrency int           `help:"Requests in flight (and sync publishers)." default:"32"`
 	Total       int           `help:"Events to send." default:"10000"`
@@ -49,8 +50,8 @@ type BenchCmd struct {
 	Stages        []string      `help:"Suite stages." default:"publish,http,postgres,drain,e2e" enum:"publish,http,postgres,drain,e2e"`
 	Batches       []int         `help:"Suite drain batch sizes; the first is the baseline." default:"1,32,64"`
 	E2EBatch      int           `name:"e2e-batch" help:"Suite e2e stage batch size." default:"32"`
-	QuietBelow    float64       `name:"quiet-below" help:"Suite: before each step wait until the machine's CPUs are less than this fraction busy (0 = do not wait), e.g. 0.15 on a shared machine."`
-	QuietMaxWait  time.Duration `name:"quiet-max-wait" help:"Suite: longest wait for a quiet machine." default:"10m"`
+	QuietBelow    float64       `name:"quiet-below" help:"Before the run (suite: before each step) wait until the machine's CPUs are less than this fraction busy (0 = do not wait), e.g. 0.15 on a shared machine."`
+	QuietMaxWait  time.Duration `name:"quiet-max-wait" help:"Longest wait for a quiet machine." default:"10m"`
 
 	JSON       bool   `name:"json" help:"Print the result as JSON instead of a table."`
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
@@ -81,6 +82,13 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	adminURL := cfg.PoolURL()
 	progress := rt.stderr
 
+	if c.QuietBelow > 0 && c.Mode != "suite" {
+		busy, err := loadgen.WaitQuiet(ctx, c.QuietBelow, c.QuietMaxWait)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "bench: machine %.0f%% busy before the run\n", 100*busy)
+	}
 	var out interface{ Print(io.Writer) }
 	switch c.Mode {
 	case "pipeline":
@@ -180,7 +188,7 @@ func (c *BenchCmd) loadOptions(progress io.Writer) loadgen.Options {
 // external runs pipeline mode against the running hookbridge at --url.
 func (c *BenchCmd) external(ctx context.Context, cfg Config, progress io.Writer) (*loadgen.Result, error) {
 	o := c.loadOptions(progress)
-	o.URL, o.Secret = c.URL, c.Secret
+	o.URL, o.Secret, o.RSSPID = c.URL, c.Secret, c.RSSPID
 	if o.Secret == "" {
 		for i := range cfg.Sources {
 			if s := &cfg.Sources[i]; s.Name == c.Source {
