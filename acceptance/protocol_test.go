@@ -344,3 +344,30 @@ func TestBrokerDownAnswers503(t *testing.T) {
 		t.Fatalf("rows written while the broker was down: %+v", c)
 	}
 }
+
+// TestDuplicateOfVanishedOriginalIsRetried: when the original left the
+// stream inside the duplicate window, a repeat (same or different body)
+// cannot be judged, so the sender is asked to retry rather than told
+// "duplicate" — a different body must never be dropped unrecorded.
+func TestDuplicateOfVanishedOriginalIsRetried(t *testing.T) {
+	t.Parallel()
+	p := startPipeline(t, pipelineOpts{batchSize: 1})
+	code, r := p.post("evt-48", orderBody(orders.Created, "o-48", 100))
+	expect(t, code, r, http.StatusAccepted, "accepted")
+	s, err := p.js.JS.Stream(context.Background(), stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteMsg(context.Background(), r.Seq); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range [][]byte{orderBody(orders.Created, "o-48", 100), orderBody(orders.Created, "o-48", 999)} {
+		code, r = p.post("evt-48", body)
+		if code != http.StatusServiceUnavailable || r.Status != "error" {
+			t.Fatalf("repeat of a vanished original: %d %+v, want 503", code, r)
+		}
+	}
+	if n := p.js.StreamMsgs(t, stream.Hooks); n != 0 {
+		t.Fatalf("HOOKS holds %d messages, want 0", n)
+	}
+}

@@ -270,9 +270,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		h.opts.Logger.Error("read original failed", "source", src.Name, "event_id", id, "err", err)
 		return fail(http.StatusServiceUnavailable, "broker unavailable")
 	}
-	if !found || origSum == sumHex {
-		// !found: the original aged out of the stream while its id is still
-		// in the duplicate window; the consumer's inbox still guards it.
+	if !found {
+		// The original left the stream (limits, purge) while its id is
+		// still in the duplicate window, so this body can be compared with
+		// nothing and JetStream did not store it. Neither "duplicate" nor
+		// "conflict" would be honest; ask the sender to retry. Once the
+		// window has passed the delivery is stored and the consumer's inbox
+		// decides between duplicate and conflict.
+		h.opts.Logger.Warn("original of a duplicate is gone from the stream; asking the sender to retry",
+			"source", src.Name, "event_id", id, "seq", ack.Sequence)
+		return fail(http.StatusServiceUnavailable, "original delivery no longer readable; retry later")
+	}
+	if origSum == sumHex {
 		return reply(http.StatusOK, Response{Status: "duplicate", EventID: id, Seq: ack.Sequence}, "")
 	}
 	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {

@@ -175,7 +175,10 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 		MaxAge:      o.maxAge(),
 		MaxBytes:    o.maxBytes(),
 		Replicas:    o.replicas(),
-		AllowDirect: true,
+		// No direct gets: the ingress reads a duplicate's original right
+		// after the PubAck, and a direct get may be answered by a replica
+		// that has not stored it yet. Reads go through the leader.
+		AllowDirect: false,
 	}
 }
 
