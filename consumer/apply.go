@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -83,10 +84,25 @@ func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Ev
 	if tag.RowsAffected() == 0 {
 		return resolveRepeat(ctx, tx, consumer, ev)
 	}
-	if err := h.Handle(ctx, tx, ev); err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: handler: %w", ev.Source, ev.ID, err)
+	if err := runHandler(ctx, h, tx, ev); err != nil {
+		return Failed, err
 	}
 	return Processed, nil
+}
+
+// runHandler calls the handler and turns a panic into an error, so a bug
+// in one handler fails its event (rolled back, retried, dead-lettered at
+// max_deliver) instead of stalling the message or the process.
+func runHandler(ctx context.Context, h Handler, tx pgx.Tx, ev Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("apply %s/%s: handler panicked: %v\n%s", ev.Source, ev.ID, p, debug.Stack())
+		}
+	}()
+	if err := h.Handle(ctx, tx, ev); err != nil {
+		return fmt.Errorf("apply %s/%s: handler: %w", ev.Source, ev.ID, err)
+	}
+	return nil
 }
 
 // resolveRepeat decides between duplicate and conflict for an event whose

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +20,13 @@ type Result struct {
 	Err     error // set when Outcome is Failed
 }
 
+// ErrBatchAborted marks the results of a batch whose shared transaction
+// was lost (a statement timed out and broke the connection, a handler
+// swallowed an error and left the transaction aborted, the commit failed):
+// nothing of it was applied, and which event caused it is unknown. The
+// consumer then applies the events one by one, so only the culprit fails.
+var ErrBatchAborted = errors.New("batch transaction aborted")
+
 // ApplyBatch applies evs in one transaction, each inside its own savepoint,
 // and commits once. An event that fails rolls back to its savepoint only;
 // the others still commit. If the commit itself fails, every event is
@@ -30,7 +38,7 @@ func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Hand
 	results := make([]Result, len(evs))
 	failAll := func(err error) []Result {
 		for i := range results {
-			results[i] = Result{Outcome: Failed, Err: err}
+			results[i] = Result{Outcome: Failed, Err: fmt.Errorf("%w: %w", ErrBatchAborted, err)}
 		}
 		return results
 	}

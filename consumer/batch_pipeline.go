@@ -50,9 +50,7 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 		case !claimed:
 			out, err = resolveRepeat(ctx, tx, consumer, ev)
 		default:
-			if err = h.Handle(ctx, tx, ev); err != nil {
-				err = fmt.Errorf("apply %s/%s: handler: %w", ev.Source, ev.ID, err)
-			} else {
+			if err = runHandler(ctx, h, tx, ev); err == nil {
 				out = Processed
 			}
 		}

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -192,10 +193,18 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	if len(evs) == 0 {
 		return actions
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.opts.HandlerTimeout)
-	defer cancel()
+	// Only the apply is bounded by HandlerTimeout: what happens after a
+	// failure (reachability check, dead-letter row) gets its own time,
+	// or an event that ran out of time could never be dead-lettered.
 	start := time.Now()
-	results := ApplyBatch(ctx, c.pool, c.opts.Name, c.opts.Handler, evs)
+	results := c.applyWithTimeout(ctx, evs)
+	if len(evs) > 1 && errors.Is(results[0].Err, ErrBatchAborted) {
+		// One event broke the shared transaction; apply them one by one
+		// so the others are not failed along with it, again and again.
+		for j, ev := range evs {
+			results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
+		}
+	}
 	elapsed := time.Since(start)
 	c.observeBatch(len(evs), elapsed)
 	for j, res := range results {
@@ -217,6 +226,12 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		c.observeOutcome(res.Outcome.String())
 	}
 	return actions
+}
+
+func (c *Consumer) applyWithTimeout(ctx context.Context, evs []Event) []Result {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.HandlerTimeout)
+	defer cancel()
+	return ApplyBatch(ctx, c.pool, c.opts.Name, c.opts.Handler, evs)
 }
 
 // backoff is the nak delay after the delivery-th failed delivery.

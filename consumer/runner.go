@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -47,17 +48,66 @@ type runner struct {
 	hold func(ctx context.Context)
 }
 
+// prefetchBytes bounds what one consumer buffers, whatever the bodies'
+// size: with 1 MiB bodies, batch 64 and concurrency 4, a count limit alone
+// would allow hundreds of MiB.
+const prefetchBytes = 64 << 20
+
+// run creates the durable consumer and consumes until ctx is cancelled.
+// A pull iterator that closes while ctx is live (the durable consumer was
+// deleted, the server ended it) is replaced by a new one on a re-created
+// durable, so a consumer never stops silently while the process runs.
+// Errors that retrying cannot fix (a configuration the server refuses)
+// are returned.
 func (r *runner) run(ctx context.Context) error {
-	cons, err := r.js.CreateOrUpdateConsumer(ctx, r.streamName, r.cfg)
-	if err != nil {
-		return fmt.Errorf("consumer %s: create durable: %w", r.name, err)
+	workers := pool.New().WithMaxGoroutines(r.concurrency)
+	defer workers.Wait()
+	const firstDelay = 250 * time.Millisecond
+	delay := firstDelay
+	for ctx.Err() == nil {
+		cons, err := r.js.CreateOrUpdateConsumer(ctx, r.streamName, r.cfg)
+		if err == nil {
+			delay = firstDelay
+			err = r.consume(ctx, cons, workers)
+			if err == nil && ctx.Err() == nil {
+				err = errors.New("pull iterator closed (durable consumer deleted?)")
+			}
+		} else if refused(err) {
+			return fmt.Errorf("consumer %s: create durable: %w", r.name, err)
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		r.log.Warn("consumer interrupted; re-creating it", "consumer", r.name, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
 	}
+	return nil
+}
+
+// refused reports whether the server rejected the consumer configuration
+// itself, which no retry will change.
+func refused(err error) bool {
+	if errors.Is(err, jetstream.ErrConsumerMultipleFilterSubjectsNotSupported) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.Code == 400
+}
+
+// consume pulls from cons and hands batches to workers until the iterator
+// closes: on shutdown (ctx cancelled, after the buffered messages were
+// applied) or because the server ended it.
+func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *pool.Pool) error {
 	// Keep at most two batches per worker buffered: enough to hide the pull
 	// round trip, few enough that none sits in the buffer close to ack_wait.
 	prefetch := 2 * r.concurrency * r.batchSize
 	// A short pull expiry makes a lost consumer leader (a NATS node going
 	// down) noticed within seconds instead of the default 30s.
-	it, err := cons.Messages(jetstream.PullMaxMessages(prefetch), jetstream.PullExpiry(5*time.Second))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(prefetch, prefetchBytes), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("consumer %s: pull: %w", r.name, err)
 	}
@@ -73,7 +123,6 @@ func (r *runner) run(ctx context.Context) error {
 	}()
 	defer close(stopped)
 
-	workers := pool.New().WithMaxGoroutines(r.concurrency)
 	applyCtx := context.WithoutCancel(ctx)
 	batch := make([]jetstream.Msg, 0, r.batchSize)
 	flush := func() {
@@ -109,8 +158,9 @@ func (r *runner) run(ctx context.Context) error {
 			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				break
 			}
-			// Transient pull errors (server restart, leadership change):
-			// the iterator keeps retrying by itself.
+			// Heartbeat misses and leadership changes are retried by the
+			// iterator itself; terminal errors (consumer deleted) close
+			// it, and the next Next reports that.
 			r.log.Warn("pull failed", "consumer", r.name, "err", err)
 			flush()
 			continue
@@ -124,16 +174,13 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	flush()
-	workers.Wait()
 	return nil
 }
 
 // applyAndAck processes one batch, keeps its messages from being
 // redelivered while that takes long, and acks only afterwards.
 func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg) {
-	stopProgress := r.keepInProgress(msgs)
-	actions := r.process(ctx, msgs)
-	stopProgress()
+	actions := r.processSafely(ctx, msgs)
 	for i, msg := range msgs {
 		var err error
 		switch a := actions[i]; a.kind {
@@ -150,6 +197,25 @@ func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg) {
 			r.log.Warn("ack failed", "consumer", r.name, "err", err)
 		}
 	}
+}
+
+// processSafely runs process while sending in-progress acks, and turns a
+// panic (handlers' panics are already caught per event; this is the net
+// under the rest) into a delayed redelivery of the whole batch instead of
+// a message kept in progress forever and a crashed process.
+func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg) (actions []action) {
+	stopProgress := r.keepInProgress(msgs)
+	defer stopProgress()
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("batch processing panicked; redelivering", "consumer", r.name, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			actions = make([]action, len(msgs))
+			for i := range actions {
+				actions[i] = action{kind: nak, delay: 5 * time.Second}
+			}
+		}
+	}()
+	return r.process(ctx, msgs)
 }
 
 // keepInProgress sends in-progress acks every third of ack_wait while a
