@@ -5,7 +5,9 @@ package orders
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -131,11 +133,23 @@ func announce(ctx context.Context, tx pgx.Tx, consumerName string, ev consumer.E
 		return fmt.Errorf("encode outgoing event: %w", err)
 	}
 	return publisher.Enqueue(ctx, tx, publisher.Message{
-		ID:          consumerName + ":" + ev.Source + ":" + ev.ID,
+		ID:          outboxID(consumerName, ev),
 		Subject:     "events.orders." + what,
 		Payload:     payload,
 		OrderingKey: d.OrderID,
 	})
+}
+
+// outboxID is "<consumer>:<source>:<event id>", or with the event id
+// replaced by its SHA-256 when that would pass the 255 characters an id
+// may have (event ids themselves may be 255 long).
+func outboxID(consumerName string, ev consumer.Event) string {
+	id := consumerName + ":" + ev.Source + ":" + ev.ID
+	if len(id) <= 255 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(ev.ID))
+	return consumerName + ":" + ev.Source + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 func decode(ev consumer.Event) (Data, error) {
