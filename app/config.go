@@ -28,19 +28,21 @@ const DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/postgres
 // Config is hookbridge's configuration: the YAML file, with environment
 // variables and flags applied on top.
 type Config struct {
-	HTTPAddr     string        `yaml:"http_addr"`
-	DatabaseURL  string        `yaml:"database_url"`
-	NATSURL      string        `yaml:"nats_url"`
-	DataDir      string        `yaml:"data_dir"`
-	MaxBodyBytes int64         `yaml:"max_body_bytes"`
-	MaxInFlight  int           `yaml:"max_in_flight"`
-	MetricsAddr  string        `yaml:"metrics_addr"`
-	LogFormat    string        `yaml:"log_format"` // text or json
-	LogLevel     string        `yaml:"log_level"`  // debug, info, warn, error
-	Streams      StreamsConfig `yaml:"streams"`
-	Sources      []SourceConfig
-	Consumers    []ConsumerConfig
-	Relay        RelayConfig `yaml:"relay"`
+	HTTPAddr     string `yaml:"http_addr"`
+	DatabaseURL  string `yaml:"database_url"`
+	NATSURL      string `yaml:"nats_url"`
+	DataDir      string `yaml:"data_dir"`
+	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	MaxInFlight  int    `yaml:"max_in_flight"`
+	// InboxRetention deletes inbox rows older than this (0 keeps them).
+	InboxRetention time.Duration `yaml:"inbox_retention"`
+	MetricsAddr    string        `yaml:"metrics_addr"`
+	LogFormat      string        `yaml:"log_format"` // text or json
+	LogLevel       string        `yaml:"log_level"`  // debug, info, warn, error
+	Streams        StreamsConfig `yaml:"streams"`
+	Sources        []SourceConfig
+	Consumers      []ConsumerConfig
+	Relay          RelayConfig `yaml:"relay"`
 
 	// Tracing: OpenTelemetry; metrics_addr above moves /metrics off http_addr.
 	Tracing TracingConfig `yaml:"tracing"`
@@ -254,6 +256,14 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	}
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must be positive")
+	}
+	if c.InboxRetention < 0 {
+		bad("inbox_retention", "must not be negative (0 keeps inbox rows)")
+	}
+	if maxAge := stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge; c.InboxRetention > 0 && c.InboxRetention < maxAge {
+		// A message still in HOOKS can be redelivered or replayed; without
+		// its inbox row it would be applied a second time.
+		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", c.InboxRetention, maxAge)
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")

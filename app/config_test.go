@@ -53,7 +53,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"sources:\n  - name: a\n    scheme: github\n":                                                                  "sources[0].secrets",
 		"sources:\n  - name: a\n    scheme: github\n    secret_env: NOT_SET_ANYWHERE\n":                                "sources[0].secret_env",
 		"sources:\n  - name: a\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: c\n    handler: missing\n": "consumers[0].handler",
-		"log_format: xml\n": "log_format",
+		"log_format: xml\n":      "log_format",
+		"inbox_retention: 24h\n": "inbox_retention",
 	}
 	for yaml, key := range cases {
 		p := filepath.Join(t.TempDir(), "c.yaml")

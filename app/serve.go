@@ -255,6 +255,11 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
 		group.Go(rec.Run)
+		if s.cfg.InboxRetention > 0 {
+			group.Go(func(ctx context.Context) error {
+				return consumer.RunInboxRetention(ctx, s.pool, s.cfg.InboxRetention, time.Hour, s.log)
+			})
+		}
 	}
 	if s.roles[RoleRelay] {
 		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
