@@ -114,20 +114,23 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		out = r
 	case "publish-sync":
 		var t loadgen.Throughput
-		t, err = loadgen.RawPublishSync(ctx, c.Total, c.Concurrency)
-		out = throughput(t)
+		if t, err = loadgen.RawPublishSync(ctx, c.Total, c.Concurrency); err == nil {
+			out = throughput(t)
+		}
 	case "publish-async":
 		var t loadgen.Throughput
-		t, err = loadgen.RawPublishAsync(ctx, c.Total, c.Window)
-		out = throughput(t)
+		if t, err = loadgen.RawPublishAsync(ctx, c.Total, c.Window); err == nil {
+			out = throughput(t)
+		}
 	case "pg-insert":
 		n := c.PGConcurrency
 		if n <= 0 {
 			n = max(c.ConsumerConcurrency, 4)
 		}
 		var t loadgen.Throughput
-		t, err = loadgen.RawInsert(ctx, adminURL, c.Total, n)
-		out = throughput(t)
+		if t, err = loadgen.RawInsert(ctx, adminURL, c.Total, n); err == nil {
+			out = throughput(t)
+		}
 	case "drain":
 		var d *loadgen.DrainResult
 		d, err = loadgen.Drain(ctx, factory, consumer, c.Total, c.Concurrency, progress)

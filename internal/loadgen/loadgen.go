@@ -274,8 +274,14 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	}
 	cpu0 := ProcessCPU()
 	busy0, total0, _ := cpuTimes()
+	// Too many events that no retry got accepted (the server unreachable
+	// or failing) end the run early: the figures would mean nothing, and a
+	// stuck server must not hold the run for hours.
+	driveCtx, abort := context.WithCancelCause(ctx)
+	defer abort(nil)
+	l.abort = abort
 	l.start = time.Now()
-	l.drive(ctx)
+	l.drive(driveCtx)
 	l.end = time.Now()
 	l.cpu = ProcessCPU() - cpu0
 	if busy1, total1, err := cpuTimes(); err == nil && total1 > total0 {
@@ -283,6 +289,9 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if err := context.Cause(driveCtx); err != nil {
+		return l.result(), err
 	}
 
 	res := l.result()
@@ -349,6 +358,7 @@ type loader struct {
 	end     time.Time
 	cpu     time.Duration
 	busy    float64
+	abort   context.CancelCauseFunc
 
 	ingress  []time.Duration // by event number
 	sent     atomic.Int64
@@ -356,8 +366,11 @@ type loader struct {
 	accepted atomic.Int64
 	dups     atomic.Int64
 	failed   atomic.Int64
-	retries  atomic.Int64
-	statuses [600]atomic.Int64 // index 0: network errors
+	// unavailable counts failures a sender would keep retrying (network
+	// errors, 429, 5xx); too many of them abort the run.
+	unavailable atomic.Int64
+	retries     atomic.Int64
+	statuses    [600]atomic.Int64 // index 0: network errors
 }
 
 type job struct {
@@ -447,6 +460,11 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 			time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
 		default:
 			l.failed.Add(1)
+			if retryable := err != nil || code == http.StatusTooManyRequests || code >= 500; retryable {
+				if n := l.unavailable.Add(1); n > int64(max(10, l.o.Total/100)) {
+					l.abort(fmt.Errorf("loadgen: %d events not accepted after %d retries each (last: status %d, %v); run aborted", n, l.o.MaxRetries, code, err))
+				}
+			}
 			l.answered.Add(1)
 			return
 		}

@@ -240,3 +240,18 @@ func TestMedianAndPercentiles(t *testing.T) {
 		t.Fatalf("median = %v", got)
 	}
 }
+
+// TestUnreachableServerAbortsTheRun: a server that does not answer ends
+// the run with an error instead of holding it.
+func TestUnreachableServerAbortsTheRun(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	_, err := loadgen.Load(ctx(t), loadgen.Options{URL: "http://127.0.0.1:1", Secret: "whsec_c2VjcmV0",
+		Concurrency: 4, Total: 1000, MaxRetries: -1})
+	if err == nil || !strings.Contains(err.Error(), "run aborted") {
+		t.Fatalf("err = %v, want the run aborted", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("aborting took %s", d)
+	}
+}

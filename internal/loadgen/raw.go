@@ -72,17 +72,25 @@ func RawPublishSync(ctx context.Context, total, concurrency int) (Throughput, er
 	runID := "raw-" + randomHex(4)
 	var next, errs atomic.Int64
 	var wg sync.WaitGroup
+	// The first failed publish ends the run: a rate with failures in it
+	// means nothing, and a stuck server must not hold the run for hours.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	cpu0 := ProcessCPU()
 	start := time.Now()
 	for range concurrency {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			for runCtx.Err() == nil {
 				n := int(next.Add(1) - 1)
 				if n >= total {
 					return
 				}
-				if _, err := env.js.PublishMsg(ctx, hookMsg(runID, n)); err != nil {
+				pctx, pcancel := context.WithTimeout(runCtx, 10*time.Second)
+				_, err := env.js.PublishMsg(pctx, hookMsg(runID, n))
+				pcancel()
+				if err != nil && runCtx.Err() == nil {
 					errs.Add(1)
+					cancel(fmt.Errorf("publish %d: %w", n, err))
 				}
 			}
 		})
@@ -91,6 +99,9 @@ func RawPublishSync(ctx context.Context, total, concurrency int) (Throughput, er
 	elapsed := time.Since(start)
 	if err := ctx.Err(); err != nil {
 		return Throughput{}, err
+	}
+	if err := context.Cause(runCtx); err != nil {
+		return Throughput{}, fmt.Errorf("jetstream publish sync: %w", err)
 	}
 	t := Throughput{Name: "jetstream publish sync", Ops: total, Concurrency: concurrency,
 		Seconds: elapsed.Seconds(), PerSecond: float64(total) / elapsed.Seconds(), Errors: int(errs.Load())}
@@ -102,7 +113,7 @@ func RawPublishSync(ctx context.Context, total, concurrency int) (Throughput, er
 // goroutine without waiting for each PubAck, with up to window
 // outstanding, and counts the time until the last PubAck.
 func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error) {
-	env, err := startJetStream(ctx, jetstream.WithPublishAsyncMaxPending(window))
+	env, err := startJetStream(ctx, jetstream.WithPublishAsyncMaxPending(window), jetstream.WithPublishAsyncTimeout(30*time.Second))
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -115,8 +126,7 @@ func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error)
 	for n := range total {
 		f, err := env.js.PublishMsgAsync(hookMsg(runID, n))
 		if err != nil {
-			errs++
-			continue
+			return Throughput{}, fmt.Errorf("jetstream publish async %d: %w", n, err)
 		}
 		futures = append(futures, f)
 	}

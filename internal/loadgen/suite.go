@@ -253,7 +253,10 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*SuiteResult, error) {
 				return nil, err
 			}
 			s.res.Background = append(s.res.Background, busy)
-			if err := step(ctx); err != nil {
+			stepCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+			err = step(stepCtx)
+			cancel()
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
