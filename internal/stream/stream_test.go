@@ -1,0 +1,68 @@
+package stream
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSubjectSafety(t *testing.T) {
+	t.Parallel()
+	types := map[string]bool{
+		"order.created":          true,
+		"issues.opened":          true,
+		"a-b_c.D9":               true,
+		"":                       false,
+		"order.>":                false,
+		"order.*":                false,
+		"order..created":         false,
+		".order":                 false,
+		"order.":                 false,
+		"order created":          false,
+		"order\x00created":       false,
+		strings.Repeat("a", 201): false,
+	}
+	for typ, want := range types {
+		if got := ValidEventType(typ); got != want {
+			t.Errorf("ValidEventType(%q) = %v, want %v", typ, got, want)
+		}
+	}
+	ids := map[string]bool{
+		"evt_1":                  true,
+		"msg_p5jXN8AQM9LWM0D4lo": true,
+		"a:b/c":                  true,
+		"":                       false,
+		"has space":              false,
+		"tab\t":                  false,
+		"é":                      false,
+		strings.Repeat("x", 256): false,
+	}
+	for id, want := range ids {
+		if got := ValidEventID(id); got != want {
+			t.Errorf("ValidEventID(%q) = %v, want %v", id, got, want)
+		}
+	}
+	if got := HookSubject("demo", "order.created"); got != "hooks.demo.order.created" {
+		t.Errorf("HookSubject = %q", got)
+	}
+	if got := HookFilter("", "order.created"); got != "hooks.*.order.created" {
+		t.Errorf("HookFilter = %q", got)
+	}
+	if got := MsgID("demo", "evt-1"); got != "demo:evt-1" {
+		t.Errorf("MsgID = %q", got)
+	}
+}
+
+func TestStreamConfigs(t *testing.T) {
+	t.Parallel()
+	h := HooksConfig(Options{})
+	if h.Duplicates != DefaultDuplicateWindow || h.MaxAge != DefaultHooksMaxAge || h.Replicas != 1 || h.AllowDirect {
+		t.Fatalf("HOOKS defaults = %+v", h)
+	}
+	if h.Retention.String() != "Limits" {
+		t.Fatalf("HOOKS retention = %v: replays need limits-based retention", h.Retention)
+	}
+	e := EventsConfig(Options{Replicas: 3})
+	if e.Replicas != 3 || e.Subjects[0] != "events.>" {
+		t.Fatalf("EVENTS = %+v", e)
+	}
+}
