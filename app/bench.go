@@ -55,6 +55,7 @@ type BenchCmd struct {
 
 	JSON       bool   `name:"json" help:"Print the result as JSON instead of a table."`
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
+	MemProfile string `name:"mem-profile" help:"Pipeline mode: write a heap profile of the whole process to this file once every event was applied, before the in-process hookbridge stops." type:"path"`
 }
 
 // Run implements the bench command.
@@ -182,10 +183,24 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 }
 
 func (c *BenchCmd) loadOptions(progress io.Writer) loadgen.Options {
-	return loadgen.Options{
+	o := loadgen.Options{
 		Source: c.Source, Concurrency: c.Concurrency, Total: c.Total, Rate: c.Rate,
 		Check: true, PollInterval: c.Poll, Progress: progress,
 	}
+	if c.MemProfile != "" {
+		o.Finished = func() {
+			f, err := os.Create(c.MemProfile)
+			if err != nil {
+				fmt.Fprintln(progress, "bench: heap profile:", err)
+				return
+			}
+			defer f.Close()
+			if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+				fmt.Fprintln(progress, "bench: heap profile:", err)
+			}
+		}
+	}
+	return o
 }
 
 // external runs pipeline mode against the running hookbridge at --url.

@@ -80,6 +80,11 @@ type Options struct {
 	// RSSPID, when > 0, samples the resident set of that process (a
 	// hookbridge running on this machine) every 250ms during the run.
 	RSSPID int
+	// Finished, when set, is called once every accepted event was applied
+	// (or waiting for that gave up), before the count check, while the
+	// instance still runs: `hookbridge bench --mem-profile` writes its
+	// heap profile there.
+	Finished func()
 	// Client sends the requests (default: keep-alive client sized to
 	// Concurrency).
 	Client *http.Client
@@ -327,6 +332,9 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 			// With the relay measured too, the pipeline is done when the
 			// outgoing events are out, not when the inbox rows are in.
 			res.PipelineRate = float64(f.relayed) / f.lastRelayed.Sub(l.start).Seconds()
+		}
+		if o.Finished != nil {
+			o.Finished()
 		}
 		if f.pollErrs > 0 && f.seen < want {
 			return res, fmt.Errorf("loadgen: polling the inbox failed %d times: %w", f.pollErrs, f.lastErr)
