@@ -74,26 +74,36 @@ func BenchmarkPublish(b *testing.B) {
 			b.Error(err)
 		}
 	}
-	b.Run("serial", func(b *testing.B) {
+	serialAndParallel(b, "msgs/s", func(b *testing.B) func(b *testing.B, id string) {
 		js := benchJetStream(b)
+		return func(b *testing.B, id string) { publish(b, js, id) }
+	})
+}
+
+// serialAndParallel runs one unit of work (set up per sub-benchmark, given
+// a fresh id each time) one at a time and from 8×GOMAXPROCS goroutines,
+// reporting the rate in unit.
+func serialAndParallel(b *testing.B, unit string, setup func(b *testing.B) func(b *testing.B, id string)) {
+	b.Run("serial", func(b *testing.B) {
+		do := setup(b)
 		n := 0
 		for b.Loop() {
-			publish(b, js, "s-"+strconv.Itoa(n))
+			do(b, "s-"+strconv.Itoa(n))
 			n++
 		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		js := benchJetStream(b)
+		do := setup(b)
 		var n atomic.Int64
 		b.SetParallelism(8)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				publish(b, js, "p-"+strconv.FormatInt(n.Add(1), 10))
+				do(b, "p-"+strconv.FormatInt(n.Add(1), 10))
 			}
 		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), unit)
 	})
 }
 
@@ -138,25 +148,8 @@ func BenchmarkVerifyPublish(b *testing.B) {
 			b.Errorf("status %d: %s", rec.Code, rec.Body)
 		}
 	}
-	b.Run("serial", func(b *testing.B) {
+	serialAndParallel(b, "req/s", func(b *testing.B) func(b *testing.B, id string) {
 		h := newHandler(b)
-		n := 0
-		for b.Loop() {
-			request(b, h, "s-"+strconv.Itoa(n))
-			n++
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
-	})
-	b.Run("parallel", func(b *testing.B) {
-		h := newHandler(b)
-		var n atomic.Int64
-		b.SetParallelism(8)
-		b.ResetTimer()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				request(b, h, "p-"+strconv.FormatInt(n.Add(1), 10))
-			}
-		})
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		return func(b *testing.B, id string) { request(b, h, id) }
 	})
 }
