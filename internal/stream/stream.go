@@ -163,6 +163,14 @@ func (o Options) maxBytes() int64 {
 
 // HooksConfig is the configuration of the [Hooks] stream. Retention is
 // limits-based (age/size), never work-queue: replays re-read the stream.
+//
+// A full stream refuses new messages (DiscardNew) instead of deleting its
+// oldest ones: those may not have been applied yet, and every message in
+// HOOKS was answered 202, so deleting it would lose an accepted webhook
+// without a trace. A refused publish is answered 503 with Retry-After and
+// the sender retries; the message is then stored once there is room.
+// max_age is the one limit that still removes unapplied messages (see
+// docs/DESIGN.md, "Stream limits").
 func HooksConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Hooks,
@@ -170,7 +178,7 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 		Subjects:    []string{HooksRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
+		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
 		MaxAge:      o.maxAge(),
 		MaxBytes:    o.maxBytes(),
@@ -182,7 +190,10 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 	}
 }
 
-// ConflictsConfig is the configuration of the [Conflicts] stream.
+// ConflictsConfig is the configuration of the [Conflicts] stream. Like
+// [Hooks] it refuses new messages when full rather than dropping
+// conflicts the recorder has not written to Postgres yet; the ingress then
+// answers the conflicting delivery 503 and the sender retries.
 func ConflictsConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Conflicts,
@@ -190,13 +201,17 @@ func ConflictsConfig(o Options) jetstream.StreamConfig {
 		Subjects:    []string{ConflictsRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
 		MaxAge:      o.maxAge(),
 		Replicas:    o.replicas(),
 	}
 }
 
-// EventsConfig is the configuration of the outgoing [Events] stream.
+// EventsConfig is the configuration of the outgoing [Events] stream. A
+// full stream refuses new messages, so an event that downstream consumers
+// have not read yet is never deleted to make room: the relay's publish
+// fails and the outbox row stays pending until there is room again.
 func EventsConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Events,
@@ -204,6 +219,7 @@ func EventsConfig(o Options) jetstream.StreamConfig {
 		Subjects:    []string{EventsRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
 		MaxAge:      o.maxAge(),
 		MaxBytes:    o.maxBytes(),

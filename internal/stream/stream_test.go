@@ -3,6 +3,8 @@ package stream
 import (
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestSubjectSafety(t *testing.T) {
@@ -60,6 +62,14 @@ func TestStreamConfigs(t *testing.T) {
 	}
 	if h.Retention.String() != "Limits" {
 		t.Fatalf("HOOKS retention = %v: replays need limits-based retention", h.Retention)
+	}
+	// A full stream refuses new messages: deleting the oldest ones would
+	// lose accepted webhooks (HOOKS), unrecorded conflicts or undelivered
+	// events.
+	for _, c := range []jetstream.StreamConfig{h, ConflictsConfig(Options{}), EventsConfig(Options{})} {
+		if c.Discard != jetstream.DiscardNew {
+			t.Fatalf("%s discard policy = %v, want DiscardNew", c.Name, c.Discard)
+		}
 	}
 	e := EventsConfig(Options{Replicas: 3})
 	if e.Replicas != 3 || e.Subjects[0] != "events.>" {

@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+// unreachableDB is a database URL nothing listens on.
+const unreachableDB = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+
+// postPadded sends a signed order.created of about 1 KiB for order id and
+// returns the status and the Retry-After header.
+func postPadded(t *testing.T, addr, id string) (int, string) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"type": orders.Created, "note": strings.Repeat("p", 900),
+		"data": map[string]any{"order_id": id, "amount_cents": 5, "currency": "EUR"}})
+	req, err := SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+// fillHooks posts n padded orders ("<prefix>-<i>") and returns the ids
+// answered 202 and how many were answered 503, checking that every other
+// answer is one of the two and every 503 carries Retry-After.
+func fillHooks(t *testing.T, addr, prefix string, n int) (accepted []string, refused int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		switch code, retry := postPadded(t, addr, id); code {
+		case http.StatusAccepted:
+			accepted = append(accepted, id)
+		case http.StatusServiceUnavailable:
+			if retry == "" {
+				t.Fatalf("%s: 503 without Retry-After", id)
+			}
+			refused++
+		default:
+			t.Fatalf("%s: status %d, want 202 or 503", id, code)
+		}
+	}
+	return accepted, refused
+}
+
+// TestFullHooksRefusesInsteadOfDropping posts 600 signed ~1 KiB orders to
+// an instance whose HOOKS is limited to 256 KiB while Postgres is
+// unreachable. Past the limit the answer must be 503 with Retry-After;
+// once Postgres is back every delivery answered 202 must be applied:
+// counted in the inbox and in the orders table. With the old discard
+// policy all 600 were answered 202 and the oldest were deleted unapplied.
+func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	edit := func(dbURL string) func(*Config) {
+		return func(c *Config) {
+			c.DataDir, c.DatabaseURL = dataDir, dbURL
+			c.Streams.MaxBytes = 256 << 10
+		}
+	}
+	first := startServer(t, testConfig(t, BuiltinHandlers(), edit(unreachableDB)), BuiltinHandlers())
+	accepted, refused := fillHooks(t, first.addr, "full", 600)
+	if refused == 0 || len(accepted) == 0 {
+		t.Fatalf("%d accepted, %d refused: want both (the limit holds about 200)", len(accepted), refused)
+	}
+	if n := streamInfo(t, first.js, stream.Hooks).State.Msgs; n != uint64(len(accepted)) {
+		t.Fatalf("HOOKS holds %d messages, want the %d accepted", n, len(accepted))
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := testenv.Postgres(t)
+	startServer(t, testConfig(t, BuiltinHandlers(), edit(db.URL)), BuiltinHandlers())
+	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
+	})
+	time.Sleep(200 * time.Millisecond) // room for a wrong extra apply to show
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != len(accepted) {
+		t.Fatalf("inbox rows = %d, want %d", n, len(accepted))
+	}
+	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
+		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
+	}
+}

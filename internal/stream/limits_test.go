@@ -1,0 +1,199 @@
+package stream_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+// fillUntilRefused publishes 1 KiB messages on subject until the server
+// refuses one (at most 10,000) and returns how many were stored and the
+// refusal.
+func fillUntilRefused(t *testing.T, js jetstream.JetStream, subject string) (int, error) {
+	t.Helper()
+	body := []byte(strings.Repeat("x", 1024))
+	for i := range 10000 {
+		_, err := js.Publish(context.Background(), subject, body, jetstream.WithMsgID(fmt.Sprint("id-", i)))
+		if err != nil {
+			return i, err
+		}
+	}
+	t.Fatalf("%s: 10,000 messages stored, no limit reached", subject)
+	return 0, nil
+}
+
+// TestFullStreamsRefuseNewMessages fills each stream hookbridge creates up
+// to a byte limit and a message limit: the publish past the limit must
+// fail (so the ingress answers 503 and the sender retries) and every
+// message stored before must still be there, from sequence 1. With the
+// old discard policy the publishes kept succeeding while the oldest,
+// possibly unapplied, messages were deleted.
+func TestFullStreamsRefuseNewMessages(t *testing.T) {
+	t.Parallel()
+	configs := map[string]func(stream.Options) jetstream.StreamConfig{
+		stream.Hooks: stream.HooksConfig, stream.Events: stream.EventsConfig, stream.Conflicts: stream.ConflictsConfig,
+	}
+	subjects := map[string]string{stream.Hooks: "hooks.demo.order.created", stream.Events: "events.orders.created", stream.Conflicts: "conflicts.demo"}
+	limits := map[string]struct {
+		set  func(*jetstream.StreamConfig)
+		want string
+	}{
+		"max_bytes": {func(c *jetstream.StreamConfig) { c.MaxBytes = 32 << 10 }, "maximum bytes exceeded"},
+		// Not a configuration key today; checked so that adding one keeps
+		// the same behaviour.
+		"max_msgs": {func(c *jetstream.StreamConfig) { c.MaxMsgs = 20 }, "maximum messages exceeded"},
+	}
+	for name, cfgOf := range configs {
+		for limit, l := range limits {
+			t.Run(name+"/"+limit, func(t *testing.T) {
+				t.Parallel()
+				j := testenv.NATS(t)
+				cfg := cfgOf(stream.Options{})
+				l.set(&cfg)
+				s, err := stream.Ensure(context.Background(), j.JS, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				stored, err := fillUntilRefused(t, j.JS, subjects[name])
+				if err == nil || !strings.Contains(err.Error(), l.want) {
+					t.Fatalf("publish past the limit: %v, want %q", err, l.want)
+				}
+				info, err := s.Info(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.State.FirstSeq != 1 || info.State.Msgs != uint64(stored) || stored == 0 {
+					t.Fatalf("after %d stored: first seq %d, %d messages; want 1 and %d (nothing deleted to make room)",
+						stored, info.State.FirstSeq, info.State.Msgs, stored)
+				}
+			})
+		}
+	}
+}
+
+// TestFullStoreRefusesNewMessages runs HOOKS on a server whose JetStream
+// store is smaller than the stream would grow: the server refuses the
+// publish ("insufficient resources") and keeps what it has.
+func TestFullStoreRefusesNewMessages(t *testing.T) {
+	t.Parallel()
+	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true,
+		JetStreamMaxStore: 256 << 10, JetStreamMaxMemory: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := stream.Ensure(context.Background(), js, stream.HooksConfig(stream.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := fillUntilRefused(t, js, "hooks.demo.order.created")
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeInsufficientResources {
+		t.Fatalf("publish into a full store: %v, want insufficient resources", err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.FirstSeq != 1 || info.State.Msgs != uint64(stored) {
+		t.Fatalf("first seq %d, %d messages; want 1 and %d", info.State.FirstSeq, info.State.Msgs, stored)
+	}
+}
+
+// TestEnsureSwitchesExistingStreamsToDiscardNew updates a stream created
+// with the old discard policy (as every existing deployment has it) and
+// expects the update to be accepted, the policy changed and the messages
+// kept: on the embedded server and, when HOOKBRIDGE_COMPAT_NATS_URL names
+// one, on an older external server (2.9 on the CI machine).
+func TestEnsureSwitchesExistingStreamsToDiscardNew(t *testing.T) {
+	t.Parallel()
+	servers := map[string]func(t *testing.T) jetstream.JetStream{
+		"embedded": func(t *testing.T) jetstream.JetStream { return testenv.NATS(t).JS },
+	}
+	if url := os.Getenv("HOOKBRIDGE_COMPAT_NATS_URL"); url != "" {
+		servers["external"] = func(t *testing.T) jetstream.JetStream {
+			nc, err := nats.Connect(url)
+			if err != nil {
+				t.Fatalf("external NATS at %s: %v", url, err)
+			}
+			t.Cleanup(nc.Close)
+			t.Logf("external NATS server %s", nc.ConnectedServerVersion())
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return js
+		}
+	}
+	for name, connect := range servers {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			js := connect(t)
+			ctx := context.Background()
+			for _, cfgOf := range []func(stream.Options) jetstream.StreamConfig{stream.HooksConfig, stream.EventsConfig, stream.ConflictsConfig} {
+				// The external server is shared: a stream name and subject of
+				// this test's own.
+				cfg := cfgOf(stream.Options{MaxBytes: 1 << 20})
+				tag := "hbtest_" + randomHex(t)
+				cfg.Name, cfg.Subjects = strings.ToUpper(tag), []string{tag + ".>"}
+				old := cfg
+				old.Discard = jetstream.DiscardOld
+				if _, err := js.CreateStream(ctx, old); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+				if _, err := js.Publish(ctx, tag+".x", []byte("kept")); err != nil {
+					t.Fatal(err)
+				}
+				s, err := stream.Ensure(ctx, js, cfg)
+				if err != nil {
+					t.Fatalf("update %s to discard new: %v", cfgOf(stream.Options{}).Name, err)
+				}
+				info, err := s.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.Config.Discard != jetstream.DiscardNew || info.State.Msgs != 1 {
+					t.Fatalf("%s after update: discard %v, %d messages; want new and 1", cfgOf(stream.Options{}).Name, info.Config.Discard, info.State.Msgs)
+				}
+			}
+		})
+	}
+}
+
+// errCodeInsufficientResources is nats-server's JSInsufficientResourcesErr.
+const errCodeInsufficientResources = 10023
+
+func randomHex(t *testing.T) string {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
