@@ -47,15 +47,15 @@ func (o Outcome) String() string {
 func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event) (Outcome, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: begin: %w", ev.Source, ev.ID, err)
+		return Failed, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 
-	out, err := applyInTx(ctx, tx, consumer, h, ev)
+	out, cleared, err := applyInTx(ctx, tx, consumer, h, ev)
 	if err != nil {
 		return Failed, err
 	}
-	if out == Duplicate {
+	if out == Duplicate && !cleared {
 		return out, nil // nothing was written; the deferred rollback ends the tx
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -72,22 +72,60 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, 
 // when two deliveries race, the second INSERT waits on the first's row
 // lock and, once that commits, inserts nothing; it then reads the winner's
 // row. If the first rolls back, the second claims the key itself.
-func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Event) (Outcome, error) {
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT DO NOTHING`,
-		consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+//
+// A redelivered message may have a failure counter (failures.go); it is
+// deleted in the same round trip as the claim, so it goes exactly when the
+// apply commits. cleared reports that a counter was deleted: the
+// transaction then has to commit even for a duplicate.
+func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Event) (out Outcome, cleared bool, err error) {
+	claimed, cleared, err := claimOne(ctx, tx, consumer, ev)
 	if err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
+		return Failed, false, err
 	}
-	if tag.RowsAffected() == 0 {
-		return resolveRepeat(ctx, tx, consumer, ev)
+	if !claimed {
+		out, err := resolveRepeat(ctx, tx, consumer, ev)
+		return out, cleared, err
 	}
 	if err := runHandler(ctx, h, tx, ev); err != nil {
-		return Failed, err
+		return Failed, false, err
 	}
-	return Processed, nil
+	return Processed, cleared, nil
+}
+
+// claimOne runs the inbox claim of ev and, for a redelivered message, the
+// deletion of its failure counter, in one round trip.
+func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claimed, cleared bool, err error) {
+	args := []any{consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq)}
+	if ev.NumDelivered <= 1 {
+		tag, err := tx.Exec(ctx, claimSQL, args...)
+		if err != nil {
+			return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
+		}
+		return tag.RowsAffected() == 1, false, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, args...)
+	queueClearFailures(b, consumer, []Event{ev})
+	br := tx.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err != nil {
+		_ = br.Close()
+		return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
+	}
+	cleared, err = execCleared(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("apply %s/%s: clear failure count: %w", ev.Source, ev.ID, err)
+	}
+	return tag.RowsAffected() == 1, cleared, nil
+}
+
+// execCleared reads the result of a queued counter deletion.
+func execCleared(br pgx.BatchResults) (bool, error) {
+	tag, err := br.Exec()
+	return tag.RowsAffected() > 0, err
 }
 
 // runHandler calls the handler and turns a panic into an error, so a bug

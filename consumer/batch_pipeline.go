@@ -32,14 +32,14 @@ const claimSQL = `
 func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event, results []Result, failAll func(error) []Result) []Result {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return failAll(fmt.Errorf("apply batch: begin: %w", err))
+		return failAll(fmt.Errorf("apply batch: %w: %w", errBeginFailed, err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 
 	wrote := false
 	open := false // a savepoint of an earlier event is still open
 	for i, ev := range evs {
-		claimed, err, fatal := claimInSavepoint(ctx, tx, consumer, ev, open)
+		claimed, cleared, err, fatal := claimInSavepoint(ctx, tx, consumer, ev, open)
 		if fatal != nil {
 			return failAll(fatal)
 		}
@@ -62,7 +62,7 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 			results[i] = Result{Outcome: Failed, Err: err}
 			continue
 		}
-		wrote = wrote || out != Duplicate
+		wrote = wrote || out != Duplicate || cleared
 		results[i] = Result{Outcome: out}
 	}
 	if !wrote {
@@ -75,34 +75,39 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 }
 
 // claimInSavepoint releases the previous event's savepoint (when open),
-// opens this event's and claims ev in the inbox, in one round trip. err
-// is the claim's own failure (the event fails, the batch goes on); fatal
-// means the savepoint could not be released or set and the transaction is
-// lost.
-func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event, open bool) (claimed bool, err, fatal error) {
+// opens this event's and claims ev in the inbox (and deletes a
+// redelivered message's failure counter, reporting it in cleared), in one
+// round trip. err is the claim's own failure (the event fails, the batch
+// goes on); fatal means the savepoint could not be released or set and
+// the transaction is lost.
+func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event, open bool) (claimed, cleared bool, err, fatal error) {
 	b := &pgx.Batch{}
 	if open {
 		b.Queue("RELEASE SAVEPOINT " + eventSavepoint)
 	}
 	b.Queue("SAVEPOINT " + eventSavepoint)
 	b.Queue(claimSQL, consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+	clear := queueClearFailures(b, consumer, []Event{ev})
 	br := tx.SendBatch(ctx, b)
 	if open {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return false, nil, fmt.Errorf("apply batch: release savepoint: %w", err)
+			return false, false, nil, fmt.Errorf("apply batch: release savepoint: %w", err)
 		}
 	}
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		return false, nil, fmt.Errorf("apply batch: savepoint: %w", err)
+		return false, false, nil, fmt.Errorf("apply batch: savepoint: %w", err)
 	}
 	tag, claimErr := br.Exec()
+	if clear && claimErr == nil {
+		cleared, claimErr = execCleared(br)
+	}
 	if err := br.Close(); err != nil && claimErr == nil {
 		claimErr = err
 	}
 	if claimErr != nil {
-		return false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, claimErr), nil
+		return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, claimErr), nil
 	}
-	return tag.RowsAffected() == 1, nil, nil
+	return tag.RowsAffected() == 1, cleared, nil, nil
 }

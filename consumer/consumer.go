@@ -34,9 +34,11 @@ type Options struct {
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s). Long applies send in-progress acks.
 	AckWait time.Duration
-	// MaxDeliver is the delivery whose failure dead-letters the message
-	// (default [DefaultMaxDeliver]; negative: retry forever). Failures
-	// that are [IsTransient] never dead-letter; see retry.go.
+	// MaxDeliver is how many failed applies dead-letter the message
+	// (default [DefaultMaxDeliver]; negative: retry forever). Only
+	// failures that are not [IsTransient] count, in a counter kept in
+	// hookbridge.delivery_failures: redeliveries after deadlocks, lost
+	// connections, outages or ack timeouts never do; see retry.go.
 	MaxDeliver int
 	// MaxAckPending caps unacked messages in flight (default 1000).
 	MaxAckPending int

@@ -50,13 +50,19 @@ type DeadLetter struct {
 
 // RecordDeadLetter inserts d. Recording the same message again (same
 // consumer, source, event id and stream sequence) keeps one row and only
-// refreshes the delivery count and error of an unresolved one.
+// refreshes the delivery count and error of an unresolved one. The
+// message's failure counter (hookbridge.delivery_failures) is deleted in
+// the same statement: it has done its job.
 func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) error {
 	body := d.Body
 	if body == nil {
 		body = []byte{}
 	}
 	_, err := pool.Exec(ctx, `
+		WITH counter AS (
+			DELETE FROM hookbridge.delivery_failures
+			WHERE consumer = $1 AND source = $2 AND event_id = $3 AND stream_seq = $6
+		)
 		INSERT INTO hookbridge.dead_letters
 			(consumer, source, event_id, event_type, subject, stream_seq, deliveries, reason, last_error, body)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)

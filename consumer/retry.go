@@ -21,12 +21,20 @@ const DefaultMaxDeliver = 10
 // IsTransient reports whether err says the database was unreachable or
 // asked for a retry, rather than that the event itself cannot be applied:
 // connection failures and drops, serialization failures (40001),
-// deadlocks (40P01), shutdowns (57P01–57P03), connection exceptions (08*)
-// and too many connections (53300). Failures like these never count
-// toward dead-lettering. An error marked [Permanent] is never transient.
+// deadlocks (40P01), shutdowns (57P01–57P03), connection exceptions (08*),
+// too many connections (53300), a transaction that could not even begin,
+// and a database that did not answer a ping after a failure. Failures like
+// these never count toward dead-lettering. An error marked [Permanent] is
+// never transient.
 func IsTransient(err error) bool {
 	if err == nil || IsPermanent(err) {
 		return false
+	}
+	// Nothing of the event had been sent yet, or the database was found
+	// not answering: whatever the error says (often only a deadline), it
+	// was not the event's fault.
+	if errors.Is(err, errBeginFailed) || errors.Is(err, errUnreachable) {
+		return true
 	}
 	// Not getting a connection is never the event's fault, whatever the
 	// server said (it wraps a PgError such as 55000 "database is not
@@ -69,6 +77,14 @@ func transientSQLState(code string) bool {
 	}
 	return strings.HasPrefix(code, "08") // connection_exception class
 }
+
+// errBeginFailed marks a failure to begin the apply transaction: the
+// database is unreachable, hung or out of connections.
+var errBeginFailed = errors.New("begin transaction")
+
+// errUnreachable marks a failure after which the database did not answer
+// a ping either.
+var errUnreachable = errors.New("postgres did not answer a ping")
 
 // intakeGate pauses a runner's pulls while the database is unreachable.
 // A worker that sees a transient failure closes it; the pull loop then
@@ -136,9 +152,14 @@ func reachable(ctx context.Context, ping func(ctx context.Context) error) bool {
 }
 
 // onFailure decides what happens to a message whose apply failed: dead
-// letter (permanent, or the last allowed delivery failed for a reason that
-// is not the database's), or nak with the backoff delay. A transient
-// failure also pauses intake until the database answers again.
+// letter (permanent, or its max_deliver-th failure that is not the
+// database's), or nak with the backoff delay. A transient failure also
+// pauses intake until the database answers again.
+//
+// Only failures that are not transient are counted toward max_deliver, in
+// the message's counter in hookbridge.delivery_failures (see failures.go):
+// JetStream's delivery count includes every redelivery after a deadlock,
+// a lost connection, an outage or an ack timeout.
 func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []any) action {
 	retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", ShortError(err.Error()))
@@ -149,15 +170,24 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 		c.gate.close()
 		c.opts.Logger.Warn("event failed on a transient database error, will retry", append(attrs, "retry_in", retry.delay)...)
 		return retry
-	case c.opts.MaxDeliver > 0 && ev.NumDelivered >= uint64(c.opts.MaxDeliver):
-		if !reachable(ctx, c.pool.Ping) {
-			c.gate.close()
-			c.opts.Logger.Warn("last delivery failed while postgres is unreachable, will retry", append(attrs, "retry_in", retry.delay)...)
-			return retry
-		}
-		return c.deadLetter(ctx, ev, ReasonMaxDeliver, err)
-	default:
+	case c.opts.MaxDeliver <= 0:
 		c.opts.Logger.Warn("event failed, will retry", append(attrs, "retry_in", retry.delay)...)
 		return retry
 	}
+	n, cerr := countFailure(ctx, c.pool, c.opts.Name, ev, err, min(c.opts.HandlerTimeout, countTimeout))
+	if cerr != nil {
+		// A database that cannot take one small upsert is in trouble
+		// (this is how a timed-out apply on a hung database ends): retry
+		// without counting, and let the gate find out when it is back.
+		c.gate.close()
+		c.opts.Logger.Warn("event failed and the failure could not be counted, will retry",
+			append(attrs, "count_err", ShortError(cerr.Error()), "retry_in", retry.delay)...)
+		return retry
+	}
+	attrs = append(attrs, "failures", n)
+	if n >= c.opts.MaxDeliver {
+		return c.deadLetter(ctx, ev, ReasonMaxDeliver, err)
+	}
+	c.opts.Logger.Warn("event failed, will retry", append(attrs, "retry_in", retry.delay)...)
+	return retry
 }

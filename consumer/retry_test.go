@@ -109,6 +109,88 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 	}
 }
 
+// With max_deliver 3, five serialization failures followed by an ordinary
+// failure must not dead-letter the message: JetStream has delivered it six
+// times, but only one failure was the event's. It is dead-lettered at the
+// third ordinary failure (the eighth delivery), and its failure counter
+// goes with it.
+func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ns.EnsureHooks(t)
+	var calls atomic.Int64
+	counted := make(chan int, 16) // failures counted when each call began
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		n := calls.Add(1)
+		if n <= 5 {
+			return fmt.Errorf("update: %w", &pgconn.PgError{Code: "40001", Message: "could not serialize access"})
+		}
+		var failures int
+		if err := db.Pool.QueryRow(ctx, "SELECT coalesce(sum(failures), 0) FROM hookbridge.delivery_failures").Scan(&failures); err != nil {
+			return err
+		}
+		counted <- failures
+		return errors.New("ordinary failure")
+	})
+	startConsumer(t, db, ns, consumer.Options{
+		Name: "budget", EventTypes: []string{"thing.done"}, Handler: h,
+		MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond},
+	})
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	testenv.Eventually(t, 20*time.Second, "dead letter", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
+	})
+	time.Sleep(300 * time.Millisecond) // a wrong redelivery would show now
+	if n := calls.Load(); n != 8 {
+		t.Fatalf("handler ran %d times, want 8 (5 serialization failures, 3 ordinary ones)", n)
+	}
+	close(counted)
+	var seen []int
+	for n := range counted {
+		seen = append(seen, n)
+	}
+	if fmt.Sprint(seen) != "[0 1 2]" {
+		t.Fatalf("failures counted before each ordinary failure = %v, want [0 1 2]", seen)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver' AND deliveries = 8 AND last_error LIKE '%ordinary failure%'"); n != 1 {
+		t.Fatalf("dead letters after the 8th delivery, for max_deliver = %d, want 1", n)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_failures"); n != 0 {
+		t.Fatalf("failure counters left = %d, want 0", n)
+	}
+}
+
+// A counted failure followed by a success leaves no counter behind: it is
+// deleted in the transaction that applies the event.
+func TestFailureCounterGoesWithTheApply(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ns.EnsureHooks(t)
+	var calls atomic.Int64
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		if calls.Add(1) <= 2 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	startConsumer(t, db, ns, consumer.Options{
+		Name: "heal", EventTypes: []string{"thing.done"}, Handler: h,
+		MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
+	})
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
+	})
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_failures"); n != 0 {
+		t.Fatalf("failure counters left after the apply = %d, want 0", n)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); n != 0 {
+		t.Fatalf("dead letters = %d, want 0", n)
+	}
+}
+
 // terminator kills every backend of the test database (but its own) every
 // interval until stopped, and counts the backends it killed.
 type terminator struct {

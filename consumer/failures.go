@@ -1,0 +1,86 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A message's failures that count toward max_deliver live in
+// hookbridge.delivery_failures, keyed by consumer, source, event id and
+// stream sequence. JetStream's delivery count is no substitute: it also
+// grows with every nak after a transient failure and every ack_wait
+// redelivery, and an outage must never dead-letter an event.
+//
+// The counter is written on the pool, outside the transaction that failed
+// (that one rolled back, and anything written in it with it). It is
+// deleted inside the transaction that applies the event, so an applied
+// event never leaves a counter behind and a rolled-back apply never loses
+// one, and together with the dead-letter row.
+
+// clearFailuresSQL deletes the counter of one message; $1 consumer,
+// $2 source, $3 event id, $4 stream sequence. Only messages delivered more
+// than once can have one, so first deliveries (nearly all of them) never
+// run it.
+const clearFailuresSQL = `
+		DELETE FROM hookbridge.delivery_failures
+		WHERE consumer = $1 AND source = $2 AND event_id = $3 AND stream_seq = $4`
+
+// clearFailuresSetSQL is clearFailuresSQL for many messages at once.
+const clearFailuresSetSQL = `
+		DELETE FROM hookbridge.delivery_failures f
+		USING unnest($2::text[], $3::text[], $4::bigint[]) AS k(source, event_id, stream_seq)
+		WHERE f.consumer = $1 AND f.source = k.source AND f.event_id = k.event_id AND f.stream_seq = k.stream_seq`
+
+// countTimeout bounds the counter's upsert: when the database hangs, the
+// failure cannot be counted and the message is nak'd instead, without
+// holding the batch for long.
+const countTimeout = 5 * time.Second
+
+// countFailure adds one failure to the message's counter and returns the
+// new count.
+func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var n int
+	err := pool.QueryRow(ctx, `
+		INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
+		VALUES ($1, $2, $3, $4, 1, $5)
+		ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
+			SET failures = delivery_failures.failures + 1,
+			    last_error = EXCLUDED.last_error,
+			    updated_at = now()
+		RETURNING failures`,
+		consumer, ev.Source, ev.ID, int64(ev.StreamSeq), ShortError(cause.Error())).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+	}
+	return n, nil
+}
+
+// queueClearFailures adds the deletion of the counters of evs' redelivered
+// messages to b and reports whether it did (no event was redelivered: no
+// counter can exist, nothing is queued).
+func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
+	var sources, ids []string
+	var seqs []int64
+	for _, ev := range evs {
+		if ev.NumDelivered > 1 {
+			sources = append(sources, ev.Source)
+			ids = append(ids, ev.ID)
+			seqs = append(seqs, int64(ev.StreamSeq))
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return false
+	case 1:
+		b.Queue(clearFailuresSQL, consumer, sources[0], ids[0], seqs[0])
+	default:
+		b.Queue(clearFailuresSetSQL, consumer, sources, ids, seqs)
+	}
+	return true
+}
