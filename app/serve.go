@@ -90,7 +90,11 @@ func (s *Server) connectNATS() error {
 			nats.MaxReconnects(-1),
 			nats.ReconnectWait(time.Second),
 			nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-				s.log.Warn("nats disconnected", "err", err)
+				// err is nil when the connection was closed on purpose
+				// (shutdown): nothing to warn about.
+				if err != nil {
+					s.log.Warn("nats disconnected", "err", err)
+				}
 			}),
 			nats.ReconnectHandler(func(nc *nats.Conn) { s.log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }))
 	}
