@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,6 +51,8 @@ type Server struct {
 	// (metrics.go, tracing.go).
 	tel             telemetry
 	metricsListener net.Listener
+	// failure is the first part that failed for good (see goRole).
+	failure atomic.Pointer[error]
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -141,7 +144,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}
 
-	checks := []check{{name: "nats", fn: func(ctx context.Context) error {
+	// A role that failed for good turns every readiness answer red at once,
+	// for the moment until the process has stopped.
+	checks := []check{{name: "roles", fn: func(context.Context) error { return s.roleFailure() }}, {name: "nats", fn: func(ctx context.Context) error {
 		if !s.nc.IsConnected() {
 			return errors.New("not connected")
 		}
@@ -183,8 +188,11 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	// Slow or endless requests are cut off instead of holding memory.
 	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 
-	workers := pool.New().WithErrors().WithContext(ctx)
-	workers.Go(func(context.Context) error {
+	// The first role to fail cancels the others: the process stops and
+	// exits non-zero instead of running on without it (a consumer whose
+	// durable the server refused used to be noticed only at shutdown).
+	workers := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
+	s.goRole(workers, "http", func(context.Context) error {
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
@@ -198,10 +206,10 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return s.httpSrv.Shutdown(shutdownCtx)
 	})
 	if serveMetrics != nil {
-		workers.Go(serveMetrics)
+		s.goRole(workers, "metrics", serveMetrics)
 	}
 	if needsDB {
-		workers.Go(func(ctx context.Context) error { return s.runDatabaseRoles(ctx) })
+		workers.Go(s.runDatabaseRoles) // its parts report their own failures
 	}
 	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription())
 	if ready != nil {
@@ -248,19 +256,19 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		return err
 	}
 	s.markMigrated()
-	group := pool.New().WithErrors().WithContext(ctx)
+	group := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
 	if s.roles[RoleConsumer] {
 		consumers, err := s.consumers()
 		if err != nil {
-			return err
+			return s.fail("consumers", err)
 		}
 		for _, c := range consumers {
-			group.Go(c.Run)
+			s.goRole(group, "consumer "+c.Name(), c.Run)
 		}
 		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
-		group.Go(rec.Run)
+		s.goRole(group, "conflict recorder", rec.Run)
 		if s.cfg.InboxRetention > 0 {
-			group.Go(func(ctx context.Context) error {
+			s.goRole(group, "inbox retention", func(ctx context.Context) error {
 				return consumer.RunInboxRetention(ctx, s.pool, s.cfg.InboxRetention, time.Hour, s.log)
 			})
 		}
@@ -275,9 +283,39 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 			Logger:       s.log,
 			Observer:     s.relayObserver(),
 		})
-		group.Go(relay.Run)
+		s.goRole(group, "relay", relay.Run)
 	}
 	return group.Wait()
+}
+
+// goRole runs one part of the server in p. Parts retry what retrying can
+// fix themselves; an error they return is final, so it is logged at once
+// (not only when Run returns), readiness turns red and p cancels the
+// other parts.
+func (s *Server) goRole(p *pool.ContextPool, name string, fn func(ctx context.Context) error) {
+	p.Go(func(ctx context.Context) error {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		return s.fail(name, err)
+	})
+}
+
+// fail records that a part failed for good and logs it; the first
+// failure is what readiness reports.
+func (s *Server) fail(name string, err error) error {
+	s.failure.CompareAndSwap(nil, &err)
+	s.log.Error("stopping: a part of hookbridge failed", "part", name, "err", err)
+	return err
+}
+
+// roleFailure is the first final failure of a part, nil while none failed.
+func (s *Server) roleFailure() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (s *Server) waitAndMigrate(ctx context.Context) error {
