@@ -88,7 +88,34 @@ func (s *Server) consumerState(ctx context.Context, name string) (metrics.Consum
 		return metrics.ConsumerState{}, err
 	}
 	info := c.CachedInfo() // js.Consumer has just fetched it
-	return metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered}, nil
+	st := metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered}
+	if info.NumPending > 0 || info.NumAckPending > 0 {
+		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, info.AckFloor.Stream); err != nil {
+			return metrics.ConsumerState{}, err
+		}
+	}
+	return st, nil
+}
+
+// oldestUnacked is the age of HOOKS's first message after ackFloor: the
+// oldest message a consumer with that ack floor may not have acked yet (an
+// upper bound for a consumer that filters on some subjects only). 0 when
+// there is none.
+func oldestUnacked(ctx context.Context, js jetstream.JetStream, ackFloor uint64) (time.Duration, error) {
+	hooks, err := js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream.Hooks, err)
+	}
+	st := hooks.CachedInfo().State
+	seq := max(ackFloor+1, st.FirstSeq)
+	if st.Msgs == 0 || seq > st.LastSeq {
+		return 0, nil
+	}
+	msg, err := hooks.GetMsg(ctx, seq)
+	if err != nil {
+		return 0, fmt.Errorf("read %s message %d: %w", stream.Hooks, seq, err)
+	}
+	return max(time.Since(msg.Time), 0), nil
 }
 
 // databaseState reads the outbox counts and the unresolved dead letters.

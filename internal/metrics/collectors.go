@@ -20,6 +20,14 @@ type ConsumerState struct {
 	AckPending int
 	// Redelivered is how many of those were delivered more than once.
 	Redelivered int
+	// OldestUnacked is the age of the oldest message in HOOKS the
+	// consumer has not acked (applied or dead-lettered) yet, 0 when there
+	// is none. It is read as the stream's next message after the
+	// consumer's ack floor, so for a consumer filtering on some subjects it
+	// is an upper bound. JetStream deletes messages older than
+	// streams.max_age whether acked or not: alert well before this reaches
+	// that.
+	OldestUnacked time.Duration
 }
 
 // ConsumerInfo looks up one durable consumer's state.
@@ -32,6 +40,8 @@ var (
 		"Messages delivered to the consumer and not acked yet (JetStream num_ack_pending).", []string{"consumer"}, nil)
 	descConsumerRedelivered = prometheus.NewDesc(Namespace+"_consumer_redelivered_messages",
 		"Unacked messages delivered more than once (JetStream num_redelivered).", []string{"consumer"}, nil)
+	descConsumerOldest = prometheus.NewDesc(Namespace+"_consumer_oldest_unacked_age_seconds",
+		"Age of the oldest HOOKS message the consumer has not acked yet (0 when none); messages older than streams.max_age are deleted even if unapplied.", []string{"consumer"}, nil)
 	descConsumerUp = prometheus.NewDesc(Namespace+"_consumer_info_up",
 		"1 if the consumer's JetStream info could be read at this scrape, else 0.", []string{"consumer"}, nil)
 )
@@ -58,6 +68,7 @@ func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descConsumerPending
 	ch <- descConsumerAckPending
 	ch <- descConsumerRedelivered
+	ch <- descConsumerOldest
 	ch <- descConsumerUp
 }
 
@@ -74,6 +85,7 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConsumerPending, prometheus.GaugeValue, float64(st.Pending), name)
 		ch <- prometheus.MustNewConstMetric(descConsumerAckPending, prometheus.GaugeValue, float64(st.AckPending), name)
 		ch <- prometheus.MustNewConstMetric(descConsumerRedelivered, prometheus.GaugeValue, float64(st.Redelivered), name)
+		ch <- prometheus.MustNewConstMetric(descConsumerOldest, prometheus.GaugeValue, st.OldestUnacked.Seconds(), name)
 	}
 }
 

@@ -70,7 +70,7 @@ func TestScrapeTimeCollectors(t *testing.T) {
 			<-ctx.Done() // the scrape timeout ends the lookup
 			return ConsumerState{}, ctx.Err()
 		}
-		return ConsumerState{Pending: 7, AckPending: 2, Redelivered: 1}, nil
+		return ConsumerState{Pending: 7, AckPending: 2, Redelivered: 1, OldestUnacked: 90 * time.Second}, nil
 	}
 	if err := r.Register(NewConsumerCollector([]string{"orders", "stuck"}, slow, 50*time.Millisecond)); err != nil {
 		t.Fatal(err)
@@ -86,6 +86,9 @@ func TestScrapeTimeCollectors(t *testing.T) {
 # TYPE hookbridge_consumer_info_up gauge
 hookbridge_consumer_info_up{consumer="orders"} 1
 hookbridge_consumer_info_up{consumer="stuck"} 0
+# HELP hookbridge_consumer_oldest_unacked_age_seconds Age of the oldest HOOKS message the consumer has not acked yet (0 when none); messages older than streams.max_age are deleted even if unapplied.
+# TYPE hookbridge_consumer_oldest_unacked_age_seconds gauge
+hookbridge_consumer_oldest_unacked_age_seconds{consumer="orders"} 90
 # HELP hookbridge_consumer_pending_messages Messages in HOOKS that match the consumer and were not delivered yet (JetStream num_pending).
 # TYPE hookbridge_consumer_pending_messages gauge
 hookbridge_consumer_pending_messages{consumer="orders"} 7
@@ -94,7 +97,7 @@ hookbridge_consumer_pending_messages{consumer="orders"} 7
 hookbridge_database_stats_up 0
 `
 	if err := testutil.GatherAndCompare(r.Gatherer(), strings.NewReader(expected),
-		"hookbridge_consumer_info_up", "hookbridge_consumer_pending_messages", "hookbridge_database_stats_up"); err != nil {
+		"hookbridge_consumer_info_up", "hookbridge_consumer_pending_messages", "hookbridge_consumer_oldest_unacked_age_seconds", "hookbridge_database_stats_up"); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
