@@ -201,11 +201,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	start := time.Now()
 	results := c.applyWithTimeout(ctx, evs)
 	if len(evs) > 1 && errors.Is(results[0].Err, ErrBatchAborted) {
-		// One event broke the shared transaction; apply them one by one
-		// so the others are not failed along with it, again and again.
-		for j, ev := range evs {
-			results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
-		}
+		c.narrow(ctx, evs, results)
 	}
 	elapsed := time.Since(start)
 	c.observeBatch(len(evs), elapsed)
@@ -228,6 +224,55 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		c.observeOutcome(res.Outcome.String())
 	}
 	return actions
+}
+
+// narrow handles a batch whose shared transaction was lost. When the
+// database is the cause (the failure is transient, or the database does
+// not answer a ping either), every event is failed as transient at once:
+// each is nak'd with its backoff and intake pauses. Retrying them one by
+// one against a hung database would cost a full handler timeout each,
+// with the messages held all that time. Otherwise one event broke the
+// transaction, and the events are applied one by one so that the others
+// are not failed along with it, again and again.
+func (c *Consumer) narrow(ctx context.Context, evs []Event, results []Result) {
+	if cause := results[0].Err; !IsTransient(cause) {
+		if !timedOut(cause) || c.answers(ctx) {
+			for j, ev := range evs {
+				results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
+				if IsTransient(results[j].Err) {
+					failRest(evs[j+1:], results[j+1:], results[j].Err)
+					return
+				}
+			}
+			return
+		}
+		cause = fmt.Errorf("%w: %w", errUnreachable, cause)
+		for j := range results {
+			results[j] = Result{Outcome: Failed, Err: cause}
+		}
+	}
+}
+
+// failRest fails events that were not attempted because the database
+// failed transiently before their turn.
+func failRest(evs []Event, results []Result, cause error) {
+	for j, ev := range evs {
+		results[j] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: not attempted: %w", ev.Source, ev.ID, cause)}
+	}
+}
+
+// timedOut reports whether err is a deadline or cancellation, the way a
+// hung database shows itself (and a slow handler too).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// answers pings the database, for no longer than one handler timeout (at
+// most 5s), to tell a hung database from a slow event.
+func (c *Consumer) answers(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(c.opts.HandlerTimeout, 5*time.Second))
+	defer cancel()
+	return c.pool.Ping(ctx) == nil
 }
 
 func (c *Consumer) applyWithTimeout(ctx context.Context, evs []Event) []Result {

@@ -142,15 +142,6 @@ func (g *intakeGate) pingOnce(ctx context.Context) error {
 	return g.ping(ctx)
 }
 
-// reachable reports whether the database answers a ping now; it decides
-// the unclassified failures (timeouts, unknown errors) at the last
-// allowed delivery, so an outage never dead-letters a message.
-func reachable(ctx context.Context, ping func(ctx context.Context) error) bool {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return ping(ctx) == nil
-}
-
 // onFailure decides what happens to a message whose apply failed: dead
 // letter (permanent, or its max_deliver-th failure that is not the
 // database's), or nak with the backoff delay. A transient failure also
