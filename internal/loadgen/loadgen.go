@@ -67,8 +67,15 @@ type Options struct {
 	// long (default 30s).
 	ApplyIdleTimeout time.Duration
 	// MaxRetries is how often a request that failed with a network error,
-	// 429 or 5xx is retried, as a sender would (default 5).
+	// 429 or 5xx is retried, as a sender would (default 5). A retry sends
+	// the same bytes with the same signature headers, so one whose first
+	// attempt was stored but not answered is a duplicate, not a conflict.
 	MaxRetries int
+	// ResignAfter is how old a signature may get before a retry is signed
+	// again (same body, new timestamp and signature), so a retry stays
+	// inside the receiver's timestamp tolerance; default 4 minutes, inside
+	// the usual 5.
+	ResignAfter time.Duration
 	// Events, when set, subscribes to the outgoing events the relay
 	// publishes on events.> and calls fn with each payload until stop; the
 	// run then also measures the latency to the relayed event (the orders
@@ -126,6 +133,9 @@ func (o *Options) setDefaults() error {
 		o.MaxRetries = 0
 	} else if o.MaxRetries == 0 {
 		o.MaxRetries = 5
+	}
+	if o.ResignAfter <= 0 {
+		o.ResignAfter = 4 * time.Minute
 	}
 	if o.ProgressInterval <= 0 {
 		o.ProgressInterval = time.Second
@@ -443,9 +453,23 @@ func OrderBody(orderID string, n int, now time.Time) []byte {
 func (l *loader) send(ctx context.Context, n int, start time.Time) {
 	id := EventID(l.o.RunID, n)
 	l.sent.Add(1)
+	// The body is made once: a real sender retries the same bytes. Only
+	// the signature is renewed, when it would soon be too old to verify.
+	signedAt := time.Now()
+	body := OrderBody(id, n, signedAt)
+	var sig string
 	for attempt := 0; ; attempt++ {
-		now := time.Now()
-		code, err := l.post(ctx, id, OrderBody(id, n, now), now)
+		if sig == "" || time.Since(signedAt) > l.o.ResignAfter {
+			if sig != "" {
+				signedAt = time.Now()
+			}
+			var err error
+			if sig, err = verify.SignStandard(l.o.Secret, id, signedAt, body); err != nil {
+				l.abort(fmt.Errorf("loadgen: sign: %w", err))
+				return
+			}
+		}
+		code, err := l.post(ctx, id, body, signedAt, sig)
 		if ctx.Err() != nil {
 			return
 		}
@@ -479,13 +503,9 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 	}
 }
 
-// post sends one signed request and returns the status (0 on a network
-// error).
-func (l *loader) post(ctx context.Context, id string, body []byte, ts time.Time) (int, error) {
-	sig, err := verify.SignStandard(l.o.Secret, id, ts, body)
-	if err != nil {
-		return 0, err
-	}
+// post sends one request signed with sig at ts and returns the status (0
+// on a network error).
+func (l *loader) post(ctx context.Context, id string, body []byte, ts time.Time, sig string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
