@@ -57,7 +57,7 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 		if err != nil {
 			if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+eventSavepoint); rbErr != nil {
 				// The transaction is unusable: nothing of the batch commits.
-				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %v: %w", err, rbErr))
+				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %w: %w", err, rbErr))
 			}
 			results[i] = Result{Outcome: Failed, Err: err}
 			continue

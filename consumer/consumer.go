@@ -66,8 +66,10 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("consumer %s: no event types", o.Name)
 	}
 	for _, t := range o.EventTypes {
-		if !stream.ValidEventType(t) {
-			return fmt.Errorf("consumer %s: event type %q is not a valid subject tail", o.Name, t)
+		// The provider's own spelling ("orders/create", "deploy:staging"):
+		// FilterSubjects maps it to subject tokens the way the ingress does.
+		if !stream.ValidTypeSpelling(t) {
+			return fmt.Errorf("consumer %s: event type %q must be 1-%d bytes", o.Name, t, stream.MaxEventTypeBytes)
 		}
 	}
 	for _, s := range o.Sources {
@@ -118,9 +120,15 @@ func (o *Options) FilterSubjects() []string {
 		sources = []string{"*"}
 	}
 	var out []string
+	seen := map[string]bool{}
 	for _, s := range sources {
 		for _, t := range o.EventTypes {
-			out = append(out, stream.HookFilter(s, t))
+			// Two spellings can share a subject ("orders/create" and
+			// "orders.create"); JetStream refuses overlapping filters.
+			if f := stream.HookFilter(s, t); !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
 		}
 	}
 	return out
@@ -235,21 +243,37 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 // transaction, and the events are applied one by one so that the others
 // are not failed along with it, again and again.
 func (c *Consumer) narrow(ctx context.Context, evs []Event, results []Result) {
-	if cause := results[0].Err; !IsTransient(cause) {
-		if !timedOut(cause) || c.answers(ctx) {
-			for j, ev := range evs {
-				results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
-				if IsTransient(results[j].Err) {
-					failRest(evs[j+1:], results[j+1:], results[j].Err)
-					return
-				}
-			}
-			return
+	cause := results[0].Err
+	if c.outage(ctx, cause) {
+		if !IsTransient(cause) {
+			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
 		}
-		cause = fmt.Errorf("%w: %w", errUnreachable, cause)
 		for j := range results {
 			results[j] = Result{Outcome: Failed, Err: cause}
 		}
+		return
+	}
+	for j, ev := range evs {
+		results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
+		if IsTransient(results[j].Err) {
+			failRest(evs[j+1:], results[j+1:], results[j].Err)
+			return
+		}
+	}
+}
+
+// outage reports whether a lost batch transaction was the database's
+// doing. A time-out is decided by a ping: it also closes the connection
+// (so the error looks like a lost connection) when the culprit is merely
+// a slow event.
+func (c *Consumer) outage(ctx context.Context, cause error) bool {
+	switch {
+	case errors.Is(cause, errBeginFailed):
+		return true
+	case timedOut(cause):
+		return !c.answers(ctx)
+	default:
+		return IsTransient(cause)
 	}
 }
 
