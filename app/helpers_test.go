@@ -48,10 +48,19 @@ type runningServer struct {
 // called or the test ends, and returns once it listens.
 func startServer(t *testing.T, cfg Config, handlers Handlers, roles ...string) *runningServer {
 	t.Helper()
-	srv, err := NewServer(cfg, handlers, roles, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := NewServer(cfg, handlers, roles, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startPrepared(t, srv)
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startPrepared runs srv (made by NewServer, possibly adjusted) like
+// [startServer].
+func startPrepared(t *testing.T, srv *Server) *runningServer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrCh := make(chan string, 1)
 	done := make(chan error, 1)

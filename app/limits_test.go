@@ -97,3 +97,84 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
 	}
 }
+
+func readyStatus(t *testing.T, addr, query string) int {
+	t.Helper()
+	return getStatus(t, "http://"+addr+"/readyz"+query)
+}
+
+// TestFullHooksRecoversOnceApplied fills HOOKS (max_bytes 256 KiB) while
+// Postgres is unreachable: the ingress's readiness must turn red. After a
+// restart with Postgres back, the consumers apply everything, the storage
+// guard trims HOOKS below their ack floor, readiness turns green and new
+// deliveries are accepted again, while the stream keeps every message not
+// yet applied: every delivery answered 202, before and after, is applied
+// (rows counted). Before, HOOKS kept its messages by age and stayed full,
+// 503 for every delivery across restarts, with readiness green.
+func TestFullHooksRecoversOnceApplied(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	config := func(dbURL string) Config {
+		return testConfig(t, BuiltinHandlers(), func(c *Config) {
+			c.DataDir, c.DatabaseURL = dataDir, dbURL
+			c.Streams.MaxBytes = 256 << 10
+		})
+	}
+	start := func(cfg Config) *runningServer {
+		srv, err := NewServer(cfg, BuiltinHandlers(), nil, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.guardInterval = 50 * time.Millisecond
+		return startPrepared(t, srv)
+	}
+
+	first := start(config(unreachableDB))
+	accepted, refused := fillHooks(t, first.addr, "before", 400)
+	if refused == 0 {
+		t.Fatalf("all %d accepted: the limit was not reached", len(accepted))
+	}
+	testenv.Eventually(t, 5*time.Second, "ingress not ready while HOOKS is full", func() bool {
+		return readyStatus(t, first.addr, "?role=ingress") == http.StatusServiceUnavailable
+	})
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := testenv.Postgres(t)
+	second := start(config(db.URL))
+	testenv.Eventually(t, 30*time.Second, "the backlog applied and the ingress ready again", func() bool {
+		return readyStatus(t, second.addr, "?role=ingress") == http.StatusOK
+	})
+	// New deliveries, retried on 503 as a sender would.
+	for i := range 300 {
+		id := fmt.Sprintf("after-%d", i)
+		for attempt := 0; ; attempt++ {
+			code, _ := postPadded(t, second.addr, id)
+			if code == http.StatusAccepted {
+				accepted = append(accepted, id)
+				break
+			}
+			if code != http.StatusServiceUnavailable || attempt == 100 {
+				t.Fatalf("%s: status %d after %d attempts", id, code, attempt+1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != len(accepted) {
+		t.Fatalf("inbox rows = %d, want %d", n, len(accepted))
+	}
+	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
+		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
+	}
+	info := streamInfo(t, second.js, stream.Hooks)
+	if info.State.FirstSeq == 1 || info.State.LastSeq != uint64(len(accepted)) {
+		t.Fatalf("HOOKS first seq %d, last %d: want trimmed, and %d stored in all", info.State.FirstSeq, info.State.LastSeq, len(accepted))
+	}
+	t.Logf("%d accepted in all (%d refused while Postgres was down); HOOKS now seq %d–%d, %d bytes",
+		len(accepted), refused, info.State.FirstSeq, info.State.LastSeq, info.State.Bytes)
+}

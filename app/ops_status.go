@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -33,7 +34,9 @@ type Status struct {
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
 
-// StreamStatus is one stream. FirstTime is how far back a replay reaches.
+// StreamStatus is one stream. FirstTime is how far back a replay reaches:
+// messages leave by max_age, and HOOKS is also trimmed below the lowest
+// ack floor of its consumers when its space runs short.
 type StreamStatus struct {
 	Name      string    `json:"name"`
 	Messages  uint64    `json:"messages"`
@@ -42,6 +45,15 @@ type StreamStatus struct {
 	LastSeq   uint64    `json:"last_seq"`
 	FirstTime time.Time `json:"first_time"`
 	LastTime  time.Time `json:"last_time"`
+	// MaxBytes is the byte limit (-1: none), MaxAgeSeconds the age limit.
+	MaxBytes      int64   `json:"max_bytes"`
+	MaxAgeSeconds float64 `json:"max_age_seconds"`
+	// Full says why the stream refuses its next message ("" while it has
+	// room; a full server store shows only in the ingress's answers).
+	Full string `json:"full,omitempty"`
+	// LowestAckFloor (HOOKS) is the lowest ack floor of its consumers:
+	// messages up to it are acked by all and would be trimmed first.
+	LowestAckFloor *uint64 `json:"lowest_ack_floor,omitempty"`
 }
 
 // ConsumerStatus is one durable consumer.
@@ -51,6 +63,10 @@ type ConsumerStatus struct {
 	NumPending     uint64 `json:"num_pending"`
 	NumAckPending  int    `json:"num_ack_pending"`
 	NumRedelivered int    `json:"num_redelivered"`
+	// AckFloor is the stream sequence up to which every message is acked;
+	// OldestUnackedSeconds the age of the first message after it (0: none).
+	AckFloor             uint64  `json:"ack_floor"`
+	OldestUnackedSeconds float64 `json:"oldest_unacked_seconds"`
 }
 
 // OutboxStatus summarises hookbridge.outbox.
@@ -135,11 +151,16 @@ func (st *Status) readJetStream(ctx context.Context, js jetstream.JetStream) err
 	defer cancel()
 	streams := js.ListStreams(ctx)
 	for info := range streams.Info() {
-		st.Streams = append(st.Streams, StreamStatus{
+		ss := StreamStatus{
 			Name: info.Config.Name, Messages: info.State.Msgs, Bytes: info.State.Bytes,
 			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq,
 			FirstTime: info.State.FirstTime, LastTime: info.State.LastTime,
-		})
+			MaxBytes: info.Config.MaxBytes, MaxAgeSeconds: info.Config.MaxAge.Seconds(),
+		}
+		if err := atLimit(info); err != nil {
+			ss.Full = err.Error()
+		}
+		st.Streams = append(st.Streams, ss)
 	}
 	if err := streams.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return fmt.Errorf("list streams: %w", err)
@@ -162,32 +183,68 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
 			continue
 		}
-		st.Consumers = append(st.Consumers, ConsumerStatus{
+		cs := ConsumerStatus{
 			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
-			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered,
-		})
+			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
+		}
+		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
+			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {
+				cs.OldestUnackedSeconds = age.Seconds()
+			}
+		}
+		st.Consumers = append(st.Consumers, cs)
 	}
 	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return fmt.Errorf("list consumers of %s: %w", streamName, err)
+	}
+	if streamName == stream.Hooks {
+		if floor, _, err := lowestAckFloor(ctx, s, nil); err == nil {
+			for i := range st.Streams {
+				if st.Streams[i].Name == stream.Hooks {
+					st.Streams[i].LowestAckFloor = &floor
+				}
+			}
+		}
 	}
 	return nil
 }
 
 func (st *Status) print(w io.Writer) error {
 	if st.JetStreamError == "" {
-		t := newTable(w, "STREAM", "MESSAGES", "BYTES", "FIRST SEQ", "LAST SEQ", "FIRST (REPLAY REACHES BACK TO)", "LAST")
+		t := newTable(w, "STREAM", "MESSAGES", "BYTES", "LIMIT", "FIRST SEQ", "LAST SEQ", "FIRST (REPLAY REACHES BACK TO)", "LAST", "MAX AGE")
 		for _, s := range st.Streams {
-			t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), fmt.Sprint(s.FirstSeq), fmt.Sprint(s.LastSeq),
-				fmtTime(s.FirstTime), fmtTime(s.LastTime))
+			limit := "none"
+			if s.MaxBytes > 0 {
+				limit = fmt.Sprintf("%d (%.0f%%)", s.MaxBytes, 100*float64(s.Bytes)/float64(s.MaxBytes))
+			}
+			first := fmtTime(s.FirstTime)
+			if !s.FirstTime.IsZero() {
+				first += " (" + time.Since(s.FirstTime).Round(time.Second).String() + " ago)"
+			}
+			t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), limit, fmt.Sprint(s.FirstSeq), fmt.Sprint(s.LastSeq),
+				first, fmtTime(s.LastTime), time.Duration(s.MaxAgeSeconds*float64(time.Second)).String())
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
+		for _, s := range st.Streams {
+			if s.Full != "" {
+				fmt.Fprintf(w, "%s REFUSES NEW MESSAGES: %s\n", s.Name, s.Full)
+			}
+			if s.LowestAckFloor != nil {
+				fmt.Fprintf(w, "%s: every consumer has acked up to seq %d; when space runs short, serve trims below it and replays then reach back to seq %d\n",
+					s.Name, *s.LowestAckFloor, max(*s.LowestAckFloor+1, s.FirstSeq))
+			}
+		}
 		fmt.Fprintln(w)
-		t = newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "DEAD LETTERS")
+		t = newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "ACK FLOOR", "OLDEST UNACKED", "DEAD LETTERS")
 		for _, c := range st.Consumers {
+			oldest := "-"
+			if c.OldestUnackedSeconds > 0 {
+				oldest = time.Duration(c.OldestUnackedSeconds * float64(time.Second)).Round(time.Second).String()
+			}
 			t.row(c.Stream, c.Name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
-				fmt.Sprint(st.DeadLetters[c.Name]))
+				fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -162,7 +162,10 @@ func TestStatusCommand(t *testing.T) {
 	if hooks == nil || hooks.Messages != 3 || hooks.FirstSeq != 1 || hooks.LastSeq != 3 || hooks.FirstTime.IsZero() {
 		t.Fatalf("HOOKS status = %+v", hooks)
 	}
-	if len(st.Consumers) != 1 || st.Consumers[0].Name != "orders" || st.Consumers[0].NumPending != 3 {
+	if hooks.LowestAckFloor == nil || *hooks.LowestAckFloor != 0 || hooks.MaxBytes != -1 || hooks.Full != "" {
+		t.Fatalf("HOOKS limits = %+v", hooks)
+	}
+	if len(st.Consumers) != 1 || st.Consumers[0].Name != "orders" || st.Consumers[0].NumPending != 3 || st.Consumers[0].OldestUnackedSeconds <= 0 {
 		t.Fatalf("consumers = %+v", st.Consumers)
 	}
 	if st.DeadLetters["orders"] != 1 || st.Conflicts != 1 || st.Outbox.Pending != 1 || st.Outbox.Dead != 0 || st.Outbox.OldestPendingSecond <= 0 {
@@ -173,7 +176,7 @@ func TestStatusCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, re := range []string{`^HOOKS\s+3\s+\d+\s+1\s+3\s`, `^HOOKS\s+orders\s+3\s+0\s+0\s+1$`, `^dead letters unresolved\s+1$`, `^conflicts\s+1$`, `^outbox pending\s+1$`} {
+	for _, re := range []string{`^HOOKS\s+3\s+\d+\s+none\s+1\s+3\s`, `^HOOKS\s+orders\s+3\s+0\s+0\s+0\s+\d+s\s+1$`, `^HOOKS: every consumer has acked up to seq 0; .* reach back to seq 1$`, `^dead letters unresolved\s+1$`, `^conflicts\s+1$`, `^outbox pending\s+1$`} {
 		if !regexpLine(out, re) {
 			t.Fatalf("status output lacks %s:\n%s", re, out)
 		}

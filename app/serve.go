@@ -53,6 +53,8 @@ type Server struct {
 	metricsListener net.Listener
 	// failure is the first part that failed for good (see goRole).
 	failure atomic.Pointer[error]
+	// guardInterval is how often the storage guard looks (0: every 5s).
+	guardInterval time.Duration
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -164,6 +166,18 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
 	}
 	checks = append(checks, s.consumerChecks()...)
+	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval}
+	if guard.interval <= 0 {
+		guard.interval = defaultGuardInterval
+	}
+	if s.roles[RoleIngress] {
+		// Readiness turns red while HOOKS refuses new deliveries, so a load
+		// balancer sends them to an instance that can store them.
+		checks = append(checks, check{name: "hooks_room", fn: guard.hooksRoom, roles: []string{RoleIngress}})
+	}
+	if s.roles[RoleRelay] {
+		checks = append(checks, check{name: "events_room", fn: guard.eventsRoom, roles: []string{RoleRelay}})
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
@@ -208,6 +222,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if serveMetrics != nil {
 		s.goRole(workers, "metrics", serveMetrics)
 	}
+	s.goRole(workers, "storage guard", guard.run)
 	if needsDB {
 		workers.Go(s.runDatabaseRoles) // its parts report their own failures
 	}
@@ -399,6 +414,17 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// consumerNames are the configured consumers, whichever instance runs
+// them (every instance shares the configuration): until each has its
+// durable on HOOKS, the storage guard trims nothing.
+func (s *Server) consumerNames() []string {
+	var out []string
+	for _, cc := range s.cfg.Consumers {
+		out = append(out, cc.Name)
+	}
+	return out
 }
 
 func (s *Server) closeNATS() {

@@ -2,8 +2,12 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
@@ -33,5 +37,84 @@ func TestOldestUnackedAge(t *testing.T) {
 	}
 	if age, err := oldestUnacked(ctx, j.JS, 2); err != nil || age != 0 {
 		t.Fatalf("all acked: %v, %v; want 0", age, err)
+	}
+}
+
+// ackUpTo creates durable name on HOOKS and acks its first n messages.
+func ackUpTo(t *testing.T, j *testenv.JetStream, name string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := j.JS.CreateOrUpdateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		return
+	}
+	batch, err := c.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		if err := m.DoubleAck(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("%s: fetched %d, want %d", name, got, n)
+	}
+}
+
+// TestTrimNeverPassesTheLowestAckFloor: with publishes refused, the
+// guard purges exactly the messages every consumer has acked, and
+// nothing while a configured consumer has no durable yet or none exists.
+func TestTrimNeverPassesTheLowestAckFloor(t *testing.T) {
+	t.Parallel()
+	j := testenv.NATS(t)
+	ctx := context.Background()
+	if err := stream.EnsureIngress(ctx, j.JS, stream.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Ensure(ctx, j.JS, stream.EventsConfig(stream.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		j.PublishHook(t, "demo", fmt.Sprint("e-", i), "order.created", testenv.OrderBody("order.created", fmt.Sprint("o-", i), 1))
+	}
+	refused := errors.New("insufficient resources")
+	g := &storeGuard{js: j.JS, log: quietLogger(), consumers: []string{"a", "b"}, refused: func() error { return refused }}
+	first := func() uint64 { return streamInfo(t, j.JS, stream.Hooks).State.FirstSeq }
+
+	if err := g.check(ctx); err != nil || first() != 1 {
+		t.Fatalf("no consumer yet: err %v, first seq %d; want nothing purged", err, first())
+	}
+	if g.hooksRoom(ctx) == nil {
+		t.Fatal("publishes refused and nothing trimmed, yet HOOKS reported as having room")
+	}
+	ackUpTo(t, j, "a", 60)
+	if err := g.check(ctx); err != nil || first() != 1 {
+		t.Fatalf("consumer b has no durable yet: err %v, first seq %d; want nothing purged", err, first())
+	}
+	ackUpTo(t, j, "b", 30)
+	if err := g.check(ctx); err != nil || first() != 31 {
+		t.Fatalf("ack floors 60 and 30: err %v, first seq %d; want 31", err, first())
+	}
+	if g.hooksRoom(ctx) != nil {
+		t.Fatalf("after the trim HOOKS still reported full: %v", g.hooksRoom(ctx))
+	}
+	if n := streamInfo(t, j.JS, stream.Hooks).State.Msgs; n != 70 {
+		t.Fatalf("%d messages left, want the 70 consumer b has not acked", n)
+	}
+	// The same refusal again (no publish has been tried since): the trim
+	// answered it, HOOKS is not reported full again.
+	if err := g.check(ctx); err != nil || g.hooksRoom(ctx) != nil {
+		t.Fatalf("the refusal already trimmed for: err %v, room %v", err, g.hooksRoom(ctx))
+	}
+	// A new refusal, nothing more acked: full, and nothing purged.
+	refused = errors.New("insufficient resources, again")
+	if err := g.check(ctx); err != nil || g.hooksRoom(ctx) == nil || first() != 31 {
+		t.Fatalf("a new refusal: err %v, room %v, first seq %d; want full and 31", err, g.hooksRoom(ctx), first())
 	}
 }

@@ -58,6 +58,11 @@ type Registry struct {
 
 	relayPublish *prometheus.HistogramVec
 	relayRows    *prometheus.CounterVec
+
+	streamBytes    *prometheus.GaugeVec
+	streamMaxBytes *prometheus.GaugeVec
+	streamFull     *prometheus.GaugeVec
+	hooksTrimmed   prometheus.Counter
 }
 
 // latencyBuckets span a fast local publish or commit (≈1 ms) to a
@@ -105,10 +110,28 @@ func New() *Registry {
 		Help: "Outbox rows the relay tried to publish, by result: sent (PubAck received) or failed (rescheduled or dead).",
 	}, []string{"result"})
 
+	r.streamBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "stream", Name: "bytes",
+		Help: "Bytes stored in each hookbridge stream, as of the last storage check.",
+	}, []string{"stream"})
+	r.streamMaxBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "stream", Name: "max_bytes",
+		Help: "The stream's byte limit (streams.max_bytes; -1 = unlimited).",
+	}, []string{"stream"})
+	r.streamFull = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "stream", Name: "full",
+		Help: "1 while the stream refuses new messages (a limit reached, or the server's store full), else 0.",
+	}, []string{"stream"})
+	r.hooksTrimmed = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "stream", Name: "hooks_trimmed_messages_total",
+		Help: "HOOKS messages purged to make room, all below the ack floor of every consumer (applied or dead-lettered by all).",
+	})
+
 	r.reg.MustRegister(
 		r.ingressRequests, r.verifyFailures, r.ingressPublish,
 		r.consumerEvents, r.applySeconds, r.batchSize,
 		r.relayPublish, r.relayRows,
+		r.streamBytes, r.streamMaxBytes, r.streamFull, r.hooksTrimmed,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -178,3 +201,18 @@ func (r *Registry) InitConsumer(consumer string) {
 		r.consumerEvents.WithLabelValues(consumer, o)
 	}
 }
+
+// StreamState records a stream's size, limit and whether it refuses new
+// messages.
+func (r *Registry) StreamState(stream string, bytes uint64, maxBytes int64, full bool) {
+	r.streamBytes.WithLabelValues(stream).Set(float64(bytes))
+	r.streamMaxBytes.WithLabelValues(stream).Set(float64(maxBytes))
+	v := 0.0
+	if full {
+		v = 1
+	}
+	r.streamFull.WithLabelValues(stream).Set(v)
+}
+
+// HooksTrimmed counts HOOKS messages purged to make room.
+func (r *Registry) HooksTrimmed(n uint64) { r.hooksTrimmed.Add(float64(n)) }
