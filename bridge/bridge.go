@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -240,7 +239,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	msg.Data = body
 	msg.Header.Set(stream.HeaderSource, src.Name)
 	msg.Header.Set(stream.HeaderEventID, id)
-	msg.Header.Set(stream.HeaderEventType, typ)
+	setTypeHeader(msg.Header, typ)
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
 
@@ -301,9 +300,9 @@ func identify(src Source, header http.Header, body []byte) (id, typ string, err 
 	}
 	id, _ = src.EventID.extract(header, doc)
 	typ, _ = src.EventType.extract(header, doc)
-	// Some providers use '/' in topics ("orders/create"); map it to the
-	// subject separator deterministically. Anything else unsafe is refused.
-	typ = strings.ReplaceAll(typ, "/", ".")
+	// The type is kept as the provider spells it: stream.HookSubject maps
+	// any bytes to safe subject tokens, so no type is refused for its
+	// characters, only for its length (it travels in a header).
 	switch {
 	case id == "":
 		return "", "", errors.New("missing event id")
@@ -311,12 +310,20 @@ func identify(src Source, header http.Header, body []byte) (id, typ string, err 
 		return "", "", errors.New("event id must be 1-255 printable characters without spaces")
 	case typ == "":
 		return "", "", errors.New("missing event type")
-	case !stream.ValidEventType(typ):
-		// Refused rather than rewritten: a mapping could make two types
-		// collide, and a wildcard must never reach a subject.
-		return "", "", errors.New("event type must be dot-separated tokens of letters, digits, '-' and '_'")
+	case !stream.ValidTypeSpelling(typ):
+		return "", "", fmt.Errorf("event type longer than %d bytes", stream.MaxEventTypeBytes)
 	}
 	return id, typ, nil
+}
+
+// setTypeHeader records the provider's spelling of the type, encoded when
+// a NATS header would not carry it unchanged.
+func setTypeHeader(h nats.Header, typ string) {
+	v, encoded := stream.TypeHeader(typ)
+	h.Set(stream.HeaderEventType, v)
+	if encoded {
+		h.Set(stream.HeaderEventTypeEncoding, stream.TypeEncodingPercent)
+	}
 }
 
 // storedHash returns the body hash header of the HOOKS message at seq.
@@ -358,7 +365,7 @@ func (h *Handler) publishConflict(ctx context.Context, source, id, typ string, b
 	msg.Data = body
 	msg.Header.Set(stream.HeaderSource, source)
 	msg.Header.Set(stream.HeaderEventID, id)
-	msg.Header.Set(stream.HeaderEventType, typ)
+	setTypeHeader(msg.Header, typ)
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderOriginalSHA256, origSum)
 	msg.Header.Set(stream.HeaderOriginalSeq, strconv.FormatUint(origSeq, 10))

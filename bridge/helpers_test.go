@@ -37,7 +37,7 @@ type scheme struct {
 	// timestamped reports whether the scheme signs a timestamp.
 	timestamped bool
 	// sample returns a typical delivery with event id id (headers without
-	// signature, body) and the event type it must be published under.
+	// signature, body) and its event type as the provider spells it.
 	sample func(id string) (http.Header, []byte, string)
 }
 
@@ -85,7 +85,7 @@ var schemes = []scheme{
 		stranger: "someone-else",
 		sample: func(id string) (http.Header, []byte, string) {
 			return hdr("X-Shopify-Webhook-Id", id, "X-Shopify-Topic", "orders/create"),
-				[]byte(`{"id":820982911946154508,"email":"jon@example.com"}`), "orders.create"
+				[]byte(`{"id":820982911946154508,"email":"jon@example.com"}`), "orders/create"
 		},
 	},
 	{

@@ -36,7 +36,7 @@ func TestSchemeSignedDeliveryIsPublished(t *testing.T) {
 				wantMsgs(t, in, uint64(i+1))
 
 				m := in.msg(t, a.body.Seq)
-				if want := "hooks." + sc.name + "." + typ; m.Subject != want {
+				if want := "hooks." + sc.name + "." + stream.TypeSubject(typ); m.Subject != want {
 					t.Errorf("subject %q, want %q", m.Subject, want)
 				}
 				if !bytes.Equal(m.Data, body) {

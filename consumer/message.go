@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,11 +20,17 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 	ev := Event{
 		Source:     h.Get(stream.HeaderSource),
 		ID:         h.Get(stream.HeaderEventID),
-		Type:       h.Get(stream.HeaderEventType),
 		Header:     h,
 		Body:       msg.Data(),
 		BodySHA256: sha256.Sum256(msg.Data()),
 		Subject:    msg.Subject(),
+	}
+	// The header holds the provider's spelling of the type, the subject
+	// only its mapping to tokens.
+	if v := h.Get(stream.HeaderEventType); v != "" {
+		if t, ok := stream.TypeFromHeader(v, h.Get(stream.HeaderEventTypeEncoding)); ok {
+			ev.Type = t
+		}
 	}
 	// Messages published by other tools may lack hookbridge's headers:
 	// fall back to the subject and the de-duplication id.
@@ -34,9 +41,14 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 				ev.Source = parts[1]
 			}
 			if ev.Type == "" {
-				ev.Type = parts[2]
+				ev.Type, _ = stream.TypeFromSubject(parts[2])
 			}
 		}
+	}
+	// The type is stored as text (inbox, dead letters): a type Postgres
+	// text cannot hold (NUL, invalid UTF-8) keeps its escaped spelling.
+	if !utf8.ValidString(ev.Type) || strings.IndexByte(ev.Type, 0) >= 0 {
+		ev.Type, _ = stream.TypeHeader(ev.Type)
 	}
 	if ev.ID == "" {
 		ev.ID = strings.TrimPrefix(h.Get(stream.HeaderMsgID), ev.Source+":")

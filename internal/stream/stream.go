@@ -62,19 +62,21 @@ const (
 // qualified by its source so two providers' ids cannot collide.
 func MsgID(source, eventID string) string { return source + ":" + eventID }
 
-// HookSubject is the subject a verified webhook is published on. Event
-// types may contain dots ("order.created"); each part becomes a token.
+// HookSubject is the subject a verified webhook is published on. The
+// event type is the provider's spelling, mapped to tokens by
+// [TypeSubject] ("order.created" stays as it is, each part a token).
 func HookSubject(source, eventType string) string {
-	return HooksRoot + "." + source + "." + eventType
+	return HooksRoot + "." + source + "." + TypeSubject(eventType)
 }
 
-// HookFilter is the filter subject matching eventType from one source, or
-// from every source when source is "" or "*".
+// HookFilter is the filter subject matching eventType (the provider's
+// spelling, mapped like [HookSubject] maps it) from one source, or from
+// every source when source is "" or "*".
 func HookFilter(source, eventType string) string {
 	if source == "" {
 		source = "*"
 	}
-	return HooksRoot + "." + source + "." + eventType
+	return HooksRoot + "." + source + "." + TypeSubject(eventType)
 }
 
 // ConflictSubject is the subject of a conflict recorded by the ingress.
