@@ -173,3 +173,43 @@ func fetchEvent(t *testing.T, in *ingress) consumer.Event {
 	}
 	return ev
 }
+
+// TestConsumerFilterUsesProviderSpelling: a consumer configured with the
+// provider's spelling of free-text and Shopify types receives those
+// deliveries through a real durable consumer. The two spellings of one
+// Shopify subject give one filter (JetStream refuses overlapping ones).
+func TestConsumerFilterUsesProviderSpelling(t *testing.T) {
+	t.Parallel()
+	fx := loadFixtures(t)["github-repository-dispatch-free-text"]
+	v, err := verify.New(fx.Source.Scheme, fx.Source.Secrets, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idf, typf := bridge.DefaultFields(fx.Source.Scheme)
+	in := newIngress(t, bridge.Options{}, bridge.Source{Name: "src", Verifier: v, EventID: idf, EventType: typf})
+	h := http.Header{}
+	for _, kv := range fx.Request.Headers {
+		h.Add(kv[0], kv[1])
+	}
+	wantCode(t, in.post(t, "src", h, []byte(fx.Request.Body)), http.StatusAccepted)
+
+	opts := consumer.Options{Sources: []string{"src"}, EventTypes: []string{"repository_dispatch.deploy:staging", "orders/create", "orders.create"}}
+	filters := opts.FilterSubjects()
+	if len(filters) != 2 {
+		t.Fatalf("filters %q, want two (orders/create and orders.create share one)", filters)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := in.js.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: "spelling", FilterSubjects: filters, AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatalf("create consumer with %q: %v", filters, err)
+	}
+	msg, err := c.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatalf("the free-text delivery did not reach the consumer: %v", err)
+	}
+	ev, err := consumer.EventFromMsg(msg)
+	if err != nil || ev.Type != "repository_dispatch.deploy:staging" {
+		t.Fatalf("event type %q, %v", ev.Type, err)
+	}
+}
