@@ -16,11 +16,14 @@ import (
 // delivery: a request header, or a JSON pointer (RFC 6901) into the body.
 // Exactly one of Header and Pointer is set. Suffix, when set, is a JSON
 // pointer whose value, if present, is appended after a dot (GitHub's
-// "issues" + action "opened" = "issues.opened").
+// "issues" + action "opened" = "issues.opened"). AltHeader, with Header
+// only, is read when the request has no Header at all (Svix's svix-id for
+// Standard Webhooks' webhook-id).
 type Field struct {
-	Header  string
-	Pointer string
-	Suffix  string
+	Header    string
+	AltHeader string
+	Pointer   string
+	Suffix    string
 }
 
 func (f Field) needsBody() bool { return f.Pointer != "" || f.Suffix != "" }
@@ -29,6 +32,9 @@ func (f Field) needsBody() bool { return f.Pointer != "" || f.Suffix != "" }
 func (f Field) Validate() error {
 	if (f.Header == "") == (f.Pointer == "") {
 		return errors.New("set exactly one of header and pointer")
+	}
+	if f.AltHeader != "" && f.Header == "" {
+		return errors.New("an alternative header needs a header")
 	}
 	for _, p := range []string{f.Pointer, f.Suffix} {
 		if p != "" && !strings.HasPrefix(p, "/") {
@@ -46,6 +52,9 @@ func (f Field) extract(h http.Header, body any) (string, error) {
 	var v string
 	if f.Header != "" {
 		v = h.Get(f.Header)
+		if _, present := h[http.CanonicalHeaderKey(f.Header)]; !present && f.AltHeader != "" {
+			v = h.Get(f.AltHeader)
+		}
 	} else {
 		s, ok := lookupPointer(body, f.Pointer)
 		if !ok {
@@ -115,7 +124,10 @@ func parseBody(body []byte) (any, error) {
 func DefaultFields(scheme string) (id, typ Field) {
 	switch scheme {
 	case verify.SchemeStandardWebhooks:
-		return Field{Header: verify.StandardHeaderID}, Field{Pointer: "/type"}
+		// The id read is the one the verifier checked: webhook-id, or
+		// svix-id when the delivery uses Svix's header names (the rule of
+		// verify.StandardHeaderSet).
+		return Field{Header: verify.StandardHeaderID, AltHeader: verify.SvixHeaderID}, Field{Pointer: "/type"}
 	case verify.SchemeGitHub:
 		return Field{Header: "X-GitHub-Delivery"}, Field{Header: "X-GitHub-Event", Suffix: "/action"}
 	case verify.SchemeShopify:

@@ -18,6 +18,46 @@ const (
 	StandardHeaderSignature = "Webhook-Signature"
 )
 
+// Svix, the largest sender of Standard Webhooks, sends the same three
+// headers under its own names unless an account pays for the webhook-*
+// ones. The signature scheme is identical.
+const (
+	SvixHeaderID        = "Svix-Id"
+	SvixHeaderTimestamp = "Svix-Timestamp"
+	SvixHeaderSignature = "Svix-Signature"
+)
+
+// StandardHeaders are the names of one Standard Webhooks header set.
+type StandardHeaders struct{ ID, Timestamp, Signature string }
+
+var (
+	standardSet = StandardHeaders{StandardHeaderID, StandardHeaderTimestamp, StandardHeaderSignature}
+	svixSet     = StandardHeaders{SvixHeaderID, SvixHeaderTimestamp, SvixHeaderSignature}
+)
+
+// StandardHeaderSet is the header set a Standard Webhooks delivery is
+// verified with: the webhook-* set when the request carries any of its
+// three headers, else the svix-* set. Never a mix: the id, timestamp and
+// signature are checked together, and the event id must be the signed
+// one ([StandardID]).
+func StandardHeaderSet(h http.Header) StandardHeaders {
+	for _, k := range []string{StandardHeaderID, StandardHeaderTimestamp, StandardHeaderSignature} {
+		if _, ok := h[k]; ok {
+			return standardSet
+		}
+	}
+	for _, k := range []string{SvixHeaderID, SvixHeaderTimestamp, SvixHeaderSignature} {
+		if _, ok := h[k]; ok {
+			return svixSet
+		}
+	}
+	return standardSet
+}
+
+// StandardID is the signed message id of a Standard Webhooks delivery,
+// from the header set [StandardHeaderSet] picks.
+func StandardID(h http.Header) string { return h.Get(StandardHeaderSet(h).ID) }
+
 // DefaultTolerance is how far a signed timestamp may be from now.
 const DefaultTolerance = 5 * time.Minute
 
@@ -92,10 +132,14 @@ func standardKey(secret string) ([]byte, error) {
 // The signature is checked before the timestamp, so ErrStaleTimestamp
 // means "signed by a current secret but outside the window" (a replay or
 // a skewed clock) and a forgery is always reported as a mismatch.
+//
+// The headers are webhook-id/-timestamp/-signature or Svix's
+// svix-id/-timestamp/-signature, chosen by [StandardHeaderSet].
 func (v *StandardWebhooks) Verify(h http.Header, body []byte, now time.Time) error {
-	id := h.Get(StandardHeaderID)
-	tsRaw := h.Get(StandardHeaderTimestamp)
-	sigs := h.Get(StandardHeaderSignature)
+	set := StandardHeaderSet(h)
+	id := h.Get(set.ID)
+	tsRaw := h.Get(set.Timestamp)
+	sigs := h.Get(set.Signature)
 	if id == "" || tsRaw == "" || sigs == "" {
 		return fmt.Errorf("standard webhooks: %w", ErrMissingSignature)
 	}

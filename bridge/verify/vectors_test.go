@@ -13,7 +13,9 @@ import (
 
 // Standard Webhooks: the reference libraries' signing test, e.g.
 // github.com/standard-webhooks/standard-webhooks libraries/go/webhook_test.go
-// (TestWebhookSign), the same values in every language's test suite.
+// (TestWebhookSign), the same values in every language's test suite and in
+// Svix's own (github.com/svix/svix-webhooks go/webhook_test.go, which sends
+// them as svix-id/-timestamp/-signature).
 const (
 	swSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	swID     = "msg_p5jXN8AQM9LWM0D4loKWxJek"
@@ -128,6 +130,11 @@ func TestPublishedVectors(t *testing.T) {
 	}{
 		{"standard-webhooks", mustV(New(SchemeStandardWebhooks, []string{swSecret}, Options{})),
 			hdr(StandardHeaderID, swID, StandardHeaderTimestamp, "1614265330", StandardHeaderSignature, swSig),
+			swBody, unix(swTS + 60)},
+		// Svix's libraries sign and verify the same vector under their
+		// own header names (svix-webhooks go/webhook_test.go).
+		{"standard-webhooks/svix-headers", mustV(New(SchemeStandardWebhooks, []string{swSecret}, Options{})),
+			hdr(SvixHeaderID, swID, SvixHeaderTimestamp, "1614265330", SvixHeaderSignature, swSig),
 			swBody, unix(swTS + 60)},
 		{"github", mustV(New(SchemeGitHub, []string{ghSecret}, Options{})),
 			hdr(GitHubHeaderSignature, ghSig), ghBody, unix(0)},
