@@ -253,48 +253,62 @@ func independentlyValid(source string, h http.Header, body []byte, now time.Time
 				continue
 			}
 			want := "v1," + base64.StdEncoding.EncodeToString(refHMAC(key, id, ".", ts, ".", b))
-			if strings.Contains(h.Get(set[2]), want) {
+			if anyValue(h, set[2], func(v string) bool { return strings.Contains(v, want) }) {
 				return true
 			}
 		}
 		return false
 	case verify.SchemeGitHub:
 		want := "sha256=" + hex.EncodeToString(refHMAC(key, b))
-		return strings.EqualFold(h.Get(verify.GitHubHeaderSignature), want)
+		return anyValue(h, verify.GitHubHeaderSignature, func(v string) bool { return strings.EqualFold(v, want) })
 	case verify.SchemeShopify:
-		return h.Get(verify.ShopifyHeaderHMAC) == base64.StdEncoding.EncodeToString(refHMAC(key, b))
+		want := base64.StdEncoding.EncodeToString(refHMAC(key, b))
+		return anyValue(h, verify.ShopifyHeaderHMAC, func(v string) bool { return v == want })
 	case verify.SchemeStripe:
-		items := strings.Split(h.Get(verify.StripeHeaderSignature), ",")
-		for _, t := range items {
-			ts, ok := strings.CutPrefix(t, "t=")
-			if !ok || !refFresh(ts, now) {
-				continue
-			}
-			want := hex.EncodeToString(refHMAC(key, ts, ".", b))
-			for _, v := range items {
-				if sig, ok := strings.CutPrefix(v, "v1="); ok && strings.EqualFold(sig, want) {
-					return true
+		return anyValue(h, verify.StripeHeaderSignature, func(line string) bool {
+			items := strings.Split(line, ",")
+			for _, t := range items {
+				ts, ok := strings.CutPrefix(t, "t=")
+				if !ok || !refFresh(ts, now) {
+					continue
+				}
+				want := hex.EncodeToString(refHMAC(key, ts, ".", b))
+				for _, v := range items {
+					if sig, ok := strings.CutPrefix(v, "v1="); ok && strings.EqualFold(sig, want) {
+						return true
+					}
 				}
 			}
-		}
-		return false
+			return false
+		})
 	case verify.SchemeSlack:
 		ts := h.Get(verify.SlackHeaderTimestamp)
 		if !refFresh(ts, now) {
 			return false
 		}
 		want := "v0=" + hex.EncodeToString(refHMAC(key, "v0:", ts, ":", b))
-		return strings.EqualFold(h.Get(verify.SlackHeaderSignature), want)
+		return anyValue(h, verify.SlackHeaderSignature, func(v string) bool { return strings.EqualFold(v, want) })
 	case verify.SchemeHMAC:
 		ts := h.Get(hmacConfig.TimestampHeader)
 		if !refFresh(ts, now) {
 			return false
 		}
 		want := hmacConfig.Prefix + hex.EncodeToString(refHMAC(key, ts, ".", b))
-		return strings.EqualFold(h.Get(hmacConfig.Header), want)
+		return anyValue(h, hmacConfig.Header, func(v string) bool { return strings.EqualFold(v, want) })
 	default:
 		return false
 	}
+}
+
+// anyValue reports whether ok holds for one of the values of a header
+// repeated on several lines (the verifiers consider every line).
+func anyValue(h http.Header, key string, ok func(string) bool) bool {
+	for _, v := range h.Values(key) {
+		if ok(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // TestOracleAgreesWithSigners keeps the fuzz oracle honest: what the

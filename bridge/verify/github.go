@@ -34,19 +34,24 @@ func NewGitHub(secrets []string) (*GitHub, error) {
 
 // Verify implements [Verifier]. now is unused: GitHub signs no timestamp.
 func (v *GitHub) Verify(h http.Header, body []byte, _ time.Time) error {
-	sig := h.Get(GitHubHeaderSignature)
-	if sig == "" {
+	sigs := signatureValues(h, GitHubHeaderSignature)
+	if len(sigs) == 0 {
 		return fmt.Errorf("github: %w", ErrMissingSignature)
 	}
-	hexSig, ok := strings.CutPrefix(sig, githubPrefix)
-	if !ok {
-		return fmt.Errorf("github: no %s prefix: %w", githubPrefix, ErrMalformedSignature)
+	var got [][]byte
+	for _, sig := range sigs {
+		hexSig, ok := strings.CutPrefix(sig, githubPrefix)
+		if !ok {
+			continue
+		}
+		if raw, ok := decodeHex(hexSig, sha256.Size); ok {
+			got = append(got, raw)
+		}
 	}
-	got, ok := decodeHex(hexSig, sha256.Size)
-	if !ok {
-		return fmt.Errorf("github: not a hex SHA-256: %w", ErrMalformedSignature)
+	if len(got) == 0 {
+		return fmt.Errorf("github: no %s<hex SHA-256>: %w", githubPrefix, ErrMalformedSignature)
 	}
-	if !anyEqual(got, macsOf(sha256.New, v.keys, body)) {
+	if !anyMatch(got, macsOf(sha256.New, v.keys, body)) {
 		return fmt.Errorf("github: %w", ErrBadSignature)
 	}
 	return nil

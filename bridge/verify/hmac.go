@@ -148,8 +148,8 @@ func NewHMAC(secrets []string, cfg HMACConfig) (*HMAC, error) {
 // genuine but old (or early) request, never a forgery.
 func (v *HMAC) Verify(h http.Header, body []byte, now time.Time) error {
 	s := &v.spec
-	sig := h.Get(s.header)
-	if sig == "" {
+	sigs := signatureValues(h, s.header)
+	if len(sigs) == 0 {
 		return fmt.Errorf("hmac: %w", ErrMissingSignature)
 	}
 	var tsRaw string
@@ -164,20 +164,31 @@ func (v *HMAC) Verify(h http.Header, body []byte, now time.Time) error {
 			return fmt.Errorf("hmac: timestamp: %w", ErrMalformedSignature)
 		}
 	}
-	enc, ok := strings.CutPrefix(sig, s.prefix)
-	if !ok {
+	var got [][]byte
+	prefixed := false
+	for _, sig := range sigs {
+		enc, ok := strings.CutPrefix(sig, s.prefix)
+		if !ok {
+			continue
+		}
+		prefixed = true
+		var raw []byte
+		if s.base64 {
+			raw, ok = decodeBase64(enc, s.size)
+		} else {
+			raw, ok = decodeHex(enc, s.size)
+		}
+		if ok {
+			got = append(got, raw)
+		}
+	}
+	switch {
+	case !prefixed:
 		return fmt.Errorf("hmac: signature prefix: %w", ErrMalformedSignature)
-	}
-	var got []byte
-	if s.base64 {
-		got, ok = decodeBase64(enc, s.size)
-	} else {
-		got, ok = decodeHex(enc, s.size)
-	}
-	if !ok {
+	case len(got) == 0:
 		return fmt.Errorf("hmac: signature encoding: %w", ErrMalformedSignature)
 	}
-	if !anyEqual(got, macsOf(s.newHash, v.keys, s.signed(tsRaw, body)...)) {
+	if !anyMatch(got, macsOf(s.newHash, v.keys, s.signed(tsRaw, body)...)) {
 		return fmt.Errorf("hmac: %w", ErrBadSignature)
 	}
 	if s.tsHeader != "" && !withinTolerance(ts, now, s.tolerance) {

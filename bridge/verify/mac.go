@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"net/http"
 	"time"
 )
 
@@ -62,6 +63,27 @@ func anyMatch(got, want [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// signatureValues returns the non-empty values of a signature header.
+// A header repeated on several lines is read in full: a sender (or a
+// proxy) may send a stale or garbled line before the good one, and
+// reading only the first would refuse a genuine delivery.
+func signatureValues(h http.Header, key string) []string {
+	vs := h.Values(key)
+	if len(vs) == 1 { // the common case, without allocating
+		if vs[0] == "" {
+			return nil
+		}
+		return vs
+	}
+	var out []string
+	for _, v := range vs {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // maxUnixDigits bounds a signed timestamp: 18 decimal digits always fit in

@@ -30,15 +30,20 @@ func NewShopify(secrets []string) (*Shopify, error) {
 
 // Verify implements [Verifier]. now is unused: Shopify signs no timestamp.
 func (v *Shopify) Verify(h http.Header, body []byte, _ time.Time) error {
-	sig := h.Get(ShopifyHeaderHMAC)
-	if sig == "" {
+	sigs := signatureValues(h, ShopifyHeaderHMAC)
+	if len(sigs) == 0 {
 		return fmt.Errorf("shopify: %w", ErrMissingSignature)
 	}
-	got, ok := decodeBase64(sig, sha256.Size)
-	if !ok {
+	var got [][]byte
+	for _, sig := range sigs {
+		if raw, ok := decodeBase64(sig, sha256.Size); ok {
+			got = append(got, raw)
+		}
+	}
+	if len(got) == 0 {
 		return fmt.Errorf("shopify: not a base64 SHA-256: %w", ErrMalformedSignature)
 	}
-	if !anyEqual(got, macsOf(sha256.New, v.keys, body)) {
+	if !anyMatch(got, macsOf(sha256.New, v.keys, body)) {
 		return fmt.Errorf("shopify: %w", ErrBadSignature)
 	}
 	return nil

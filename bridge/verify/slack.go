@@ -46,23 +46,28 @@ func NewSlack(secrets []string, tolerance time.Duration) (*Slack, error) {
 // early) request, never a forgery.
 func (v *Slack) Verify(h http.Header, body []byte, now time.Time) error {
 	tsRaw := h.Get(SlackHeaderTimestamp)
-	sig := h.Get(SlackHeaderSignature)
-	if tsRaw == "" || sig == "" {
+	sigs := signatureValues(h, SlackHeaderSignature)
+	if tsRaw == "" || len(sigs) == 0 {
 		return fmt.Errorf("slack: %w", ErrMissingSignature)
 	}
 	ts, ok := parseUnix(tsRaw)
 	if !ok {
 		return fmt.Errorf("slack: timestamp: %w", ErrMalformedSignature)
 	}
-	hexSig, ok := strings.CutPrefix(sig, slackVersion+"=")
-	if !ok {
-		return fmt.Errorf("slack: no %s= prefix: %w", slackVersion, ErrMalformedSignature)
+	var got [][]byte
+	for _, sig := range sigs {
+		hexSig, ok := strings.CutPrefix(sig, slackVersion+"=")
+		if !ok {
+			continue
+		}
+		if raw, ok := decodeHex(hexSig, sha256.Size); ok {
+			got = append(got, raw)
+		}
 	}
-	got, ok := decodeHex(hexSig, sha256.Size)
-	if !ok {
-		return fmt.Errorf("slack: not a hex SHA-256: %w", ErrMalformedSignature)
+	if len(got) == 0 {
+		return fmt.Errorf("slack: no %s=<hex SHA-256>: %w", slackVersion, ErrMalformedSignature)
 	}
-	if !anyEqual(got, macsOf(sha256.New, v.keys, slackBase(tsRaw), body)) {
+	if !anyMatch(got, macsOf(sha256.New, v.keys, slackBase(tsRaw), body)) {
 		return fmt.Errorf("slack: %w", ErrBadSignature)
 	}
 	if !withinTolerance(ts, now, v.tolerance) {

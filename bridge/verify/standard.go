@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -139,8 +140,8 @@ func (v *StandardWebhooks) Verify(h http.Header, body []byte, now time.Time) err
 	set := StandardHeaderSet(h)
 	id := h.Get(set.ID)
 	tsRaw := h.Get(set.Timestamp)
-	sigs := h.Get(set.Signature)
-	if id == "" || tsRaw == "" || sigs == "" {
+	sigs := signatureValues(h, set.Signature)
+	if id == "" || tsRaw == "" || len(sigs) == 0 {
 		return fmt.Errorf("standard webhooks: %w", ErrMissingSignature)
 	}
 	ts, ok := parseUnix(tsRaw)
@@ -148,7 +149,7 @@ func (v *StandardWebhooks) Verify(h http.Header, body []byte, now time.Time) err
 		return fmt.Errorf("standard webhooks: timestamp: %w", ErrMalformedSignature)
 	}
 	var candidates [][]byte
-	for _, entry := range strings.Fields(sigs) {
+	for entry := range fieldsOf(sigs) {
 		version, sig, ok := strings.Cut(entry, ",")
 		if !ok || version != "v1" {
 			continue // unknown versions are ignored, as the spec asks
@@ -189,4 +190,17 @@ func SignStandard(secret, id string, ts time.Time, body []byte) (string, error) 
 	}
 	mac := standardMAC(key, id, strconv.FormatInt(ts.Unix(), 10), body)
 	return "v1," + base64.StdEncoding.EncodeToString(mac), nil
+}
+
+// fieldsOf yields the space-separated entries of every value.
+func fieldsOf(values []string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, v := range values {
+			for f := range strings.FieldsSeq(v) {
+				if !yield(f) {
+					return
+				}
+			}
+		}
+	}
 }

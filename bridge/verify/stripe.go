@@ -42,22 +42,42 @@ func NewStripe(secrets []string, tolerance time.Duration) (*Stripe, error) {
 // timestamp so that ErrStaleTimestamp always means a genuine but old (or
 // early) event, never a forgery.
 func (v *Stripe) Verify(h http.Header, body []byte, now time.Time) error {
-	raw := h.Get(StripeHeaderSignature)
-	if raw == "" {
+	lines := signatureValues(h, StripeHeaderSignature)
+	if len(lines) == 0 {
 		return fmt.Errorf("stripe: %w", ErrMissingSignature)
 	}
-	tsRaw, sigs, err := parseStripeHeader(raw)
-	if err != nil {
-		return fmt.Errorf("stripe: %w", err)
+	// Each line is a whole "t=…,v1=…" header with its own timestamp; one
+	// that verifies and is fresh is enough. The error reported is the
+	// most telling one: stale (genuine but old) over mismatch over a
+	// parse error.
+	var parseErr error
+	parsed, stale := false, false
+	for _, raw := range lines {
+		tsRaw, sigs, err := parseStripeHeader(raw)
+		if err != nil {
+			if parseErr == nil {
+				parseErr = err
+			}
+			continue
+		}
+		parsed = true
+		if !anyMatch(sigs, macsOf(sha256.New, v.keys, []byte(tsRaw), dot, body)) {
+			continue
+		}
+		ts, _ := parseUnix(tsRaw) // already validated by parseStripeHeader
+		if withinTolerance(ts, now, v.tolerance) {
+			return nil
+		}
+		stale = true
 	}
-	if !anyMatch(sigs, macsOf(sha256.New, v.keys, []byte(tsRaw), dot, body)) {
-		return fmt.Errorf("stripe: %w", ErrBadSignature)
-	}
-	ts, _ := parseUnix(tsRaw) // already validated by parseStripeHeader
-	if !withinTolerance(ts, now, v.tolerance) {
+	switch {
+	case stale:
 		return fmt.Errorf("stripe: %w", ErrStaleTimestamp)
+	case parsed:
+		return fmt.Errorf("stripe: %w", ErrBadSignature)
+	default:
+		return fmt.Errorf("stripe: %w", parseErr)
 	}
-	return nil
 }
 
 // parseStripeHeader splits a Stripe-Signature value into its timestamp
