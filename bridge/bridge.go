@@ -228,7 +228,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 			return result{source: name, code: http.StatusOK, body: Response{Status: "challenge"}, reason: "challenge"}
 		}
 	}
-	id, typ, err := identify(src, r.Header, body)
+	media := mediaType(r.Header)
+	id, typ, err := identify(src, r.Header, media, body)
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
@@ -242,6 +243,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	setTypeHeader(msg.Header, typ)
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
+	if media != "" {
+		// The stored body is the signed bytes unchanged; this says how to
+		// read it (consumer.Event.JSON).
+		msg.Header.Set(stream.HeaderContentType, media)
+	}
 
 	if !h.js.Conn().IsConnected() {
 		// Fail fast: a publish now would sit in the reconnect buffer until
@@ -290,11 +296,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	return reply(http.StatusConflict, Response{Status: "conflict", EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
 }
 
-// identify extracts and validates the event id and type.
-func identify(src Source, header http.Header, body []byte) (id, typ string, err error) {
+// identify extracts and validates the event id and type. media is the
+// body's declared media type: the id and type of a form-encoded delivery
+// are read from the JSON in its payload field.
+func identify(src Source, header http.Header, media string, body []byte) (id, typ string, err error) {
 	var doc any
 	if src.EventID.needsBody() || src.EventType.needsBody() {
-		if doc, err = parseBody(body); err != nil {
+		js, err := jsonDocument(media, body)
+		if err != nil {
+			return "", "", err
+		}
+		if doc, err = parseBody(js); err != nil {
 			return "", "", err
 		}
 	}

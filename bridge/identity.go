@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -103,6 +105,50 @@ func lookupPointer(doc any, ptr string) (string, bool) {
 	default:
 		return "", false
 	}
+}
+
+// formMediaType is the content type of form-encoded deliveries. GitHub
+// sends its webhooks this way unless the hook was created with
+// content_type json: the body is payload=<url-encoded JSON>.
+const formMediaType = "application/x-www-form-urlencoded"
+
+// mediaType is the declared media type of a request body, lower case and
+// without parameters, or "" when none (or an unreadable one) is declared.
+// It is recorded in the message, so its length is bounded.
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return ""
+	}
+	if strings.HasPrefix(ct, "application/json") && (len(ct) == len("application/json") || ct[len("application/json")] == ';') {
+		return "application/json" // the common case, without parsing
+	}
+	m, _, err := mime.ParseMediaType(ct)
+	if err != nil || len(m) > 127 {
+		return ""
+	}
+	return m
+}
+
+// jsonDocument is the JSON document of a verified body: the body itself,
+// or for a form-encoded delivery the value of its one payload field. The
+// body stays untouched; only the id and type are read from the document.
+func jsonDocument(media string, body []byte) ([]byte, error) {
+	if media != formMediaType {
+		return body, nil
+	}
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: body is not valid form data", errBadRequest)
+	}
+	p, ok := vals["payload"]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: form body has no payload field", errBadRequest)
+	case len(p) != 1:
+		return nil, fmt.Errorf("%w: form body has more than one payload field", errBadRequest)
+	}
+	return []byte(p[0]), nil
 }
 
 // parseBody decodes a verified JSON body for pointer lookups.

@@ -48,11 +48,14 @@ type fixture struct {
 		Outcome string `json:"outcome"`
 		// Error is a substring of the answer's error.
 		Error string `json:"error"`
-		// For a stored delivery: the subject and the event as a
-		// handler sees it.
-		Subject   string `json:"subject"`
-		EventID   string `json:"event_id"`
-		EventType string `json:"event_type"`
+		// For a stored delivery: the subject, the event as a handler
+		// sees it, and the JSON document Event.JSON returns (default:
+		// the body).
+		Subject     string  `json:"subject"`
+		EventID     string  `json:"event_id"`
+		EventType   string  `json:"event_type"`
+		ContentType string  `json:"content_type"`
+		JSON        *string `json:"json"`
 	} `json:"want"`
 }
 
@@ -145,9 +148,20 @@ func TestInteropFixtures(t *testing.T) {
 			if !bytes.Equal(ev.Body, []byte(f.Request.Body)) {
 				t.Errorf("stored body differs from the signed bytes:\n got %q\nwant %q", ev.Body, f.Request.Body)
 			}
+			if got := ev.Header.Get(stream.HeaderContentType); got != f.Want.ContentType {
+				t.Errorf("%s = %q, want %q", stream.HeaderContentType, got, f.Want.ContentType)
+			}
 			sum := sha256.Sum256([]byte(f.Request.Body))
 			if got := ev.Header.Get(stream.HeaderBodySHA256); got != hex.EncodeToString(sum[:]) {
 				t.Errorf("body hash header %q", got)
+			}
+			wantJSON := f.Request.Body
+			if f.Want.JSON != nil {
+				wantJSON = *f.Want.JSON
+			}
+			doc, err := ev.JSON()
+			if err != nil || string(doc) != wantJSON {
+				t.Errorf("Event.JSON() = %q, %v; want %q", doc, err, wantJSON)
 			}
 		})
 	}

@@ -46,6 +46,11 @@ const (
 	// HeaderOriginalSHA256 is set on a conflict message: the body hash of
 	// the original delivery.
 	HeaderOriginalSHA256 = "Hookbridge-Original-Sha256"
+	// HeaderContentType is the media type of the delivery's body as the
+	// sender declared it ("application/json",
+	// "application/x-www-form-urlencoded"), lower case, without
+	// parameters; absent when the sender declared none.
+	HeaderContentType = "Hookbridge-Content-Type"
 )
 
 // Defaults for the streams' limits.
