@@ -39,6 +39,10 @@ type Source struct {
 	// it has one. Nil means the default for the verifier: Slack's
 	// url_verification for a *verify.Slack, none otherwise.
 	Challenge Challenge
+
+	// slack marks a source with a *verify.Slack verifier, whose id-less
+	// notices get an id of their own (slackNotice).
+	slack bool
 }
 
 // Options configure the ingress handler.
@@ -126,6 +130,7 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		if s.Challenge == nil {
 			s.Challenge = defaultChallenge(s.Verifier)
 		}
+		_, s.slack = s.Verifier.(*verify.Slack)
 		h.sources[s.Name] = s
 	}
 	return h, nil
@@ -312,6 +317,11 @@ func identify(src Source, header http.Header, media string, body []byte) (id, ty
 	}
 	id, _ = src.EventID.extract(header, doc)
 	typ, _ = src.EventType.extract(header, doc)
+	if id == "" && src.slack {
+		if nid, ntyp, ok := slackNotice(doc); ok {
+			id, typ = nid, ntyp
+		}
+	}
 	// The type is kept as the provider spells it: stream.HookSubject maps
 	// any bytes to safe subject tokens, so no type is refused for its
 	// characters, only for its length (it travels in a header).

@@ -59,6 +59,31 @@ func SlackChallenge(_ http.Header, body []byte) (*ChallengeAnswer, error) {
 	return &ChallengeAnswer{ContentType: "application/json", Body: out}, nil
 }
 
+// slackRateLimited is the type of the notice Slack sends, instead of
+// events, while an app is over the Events API rate limit:
+// {"token":…,"type":"app_rate_limited","team_id":"T…",
+// "minute_rate_limited":1518467820,"api_app_id":"A…"}. It carries no
+// event_id, and Slack counts a non-2xx answer as a failing endpoint.
+const slackRateLimited = "app_rate_limited"
+
+// slackNotice gives Slack's id-less app_rate_limited notice an id of its
+// own, so it is published like an event (type app_rate_limited) instead
+// of being refused: "app_rate_limited:<api_app_id>:<team_id>:<minute>".
+// The id is derived only from signed fields, so a repeat of the same
+// notice is a duplicate. Any other body is not a notice.
+func slackNotice(doc any) (id, typ string, ok bool) {
+	if t, _ := lookupPointer(doc, "/type"); t != slackRateLimited {
+		return "", "", false
+	}
+	minute, ok := lookupPointer(doc, "/minute_rate_limited")
+	if !ok || minute == "" {
+		return "", "", false
+	}
+	app, _ := lookupPointer(doc, "/api_app_id")
+	team, _ := lookupPointer(doc, "/team_id")
+	return slackRateLimited + ":" + app + ":" + team + ":" + minute, slackRateLimited, true
+}
+
 // ChallengeFor returns the handshake of a scheme's senders, or nil when
 // they have none. Only Slack has one.
 func ChallengeFor(scheme string) Challenge {

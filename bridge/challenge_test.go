@@ -138,3 +138,26 @@ func TestCustomChallenge(t *testing.T) {
 	wantCode(t, post("", sc.secrets[0]), http.StatusAccepted)
 	wantMsgs(t, in, 1)
 }
+
+// TestSlackAppRateLimited: Slack's id-less app_rate_limited notice is
+// accepted (202) and published once; Slack's retry of the same notice is
+// a duplicate (200), and nothing is refused.
+func TestSlackAppRateLimited(t *testing.T) {
+	t.Parallel()
+	sc := schemeNamed(t, verify.SchemeSlack)
+	in := newIngress(t, bridge.Options{}, sc.source(t))
+	body := []byte(`{"token":"x","type":"app_rate_limited","team_id":"T1","minute_rate_limited":1518467820,"api_app_id":"A1"}`)
+	for i, want := range []int{http.StatusAccepted, http.StatusOK} {
+		h := http.Header{}
+		sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
+		a := in.post(t, sc.name, h, body)
+		wantCode(t, a, want)
+		if a.body.EventID != "app_rate_limited:A1:T1:1518467820" {
+			t.Fatalf("attempt %d: event id %q", i+1, a.body.EventID)
+		}
+	}
+	wantMsgs(t, in, 1)
+	if got := in.msg(t, 1).Subject; got != "hooks.slack.app_rate_limited" {
+		t.Fatalf("subject %q", got)
+	}
+}
