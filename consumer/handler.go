@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -43,6 +44,14 @@ type Event struct {
 // cannot help.
 type Handler interface {
 	Handle(ctx context.Context, tx pgx.Tx, ev Event) error
+}
+
+// BatchHandler is a Handler that can also apply many new events at once.
+type BatchHandler interface {
+	Handler
+	// HandleBatch applies evs (new events only, claimed in the inbox, in stream order) inside tx.
+	// An error fails the whole call; the consumer then narrows down to the failing event.
+	HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error
 }
 
 // HandlerFunc adapts a function to [Handler].
@@ -91,6 +100,80 @@ func (m *Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
 		return Permanent(fmt.Errorf("no handler for event type %q", ev.Type))
 	}
 	return h.Handle(ctx, tx, ev)
+}
+
+// HandleBatch implements [BatchHandler]. It splits evs into maximal runs
+// of consecutive events of one type and applies the runs in stream order,
+// each with its type's HandleBatch when that handler is a [BatchHandler],
+// else with Handle event by event. So events of one entity apply in
+// stream order even when their types differ (order.created, then
+// order.paid of the same order, ends paid). The error names the run or
+// event that failed, which lets the consumer narrow down to it without
+// trying every half of the batch.
+func (m *Mux) HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error {
+	for lo := 0; lo < len(evs); {
+		hi := lo + 1
+		for hi < len(evs) && evs[hi].Type == evs[lo].Type {
+			hi++
+		}
+		h, ok := m.handlers[evs[lo].Type]
+		if !ok {
+			return &batchError{lo: lo, hi: lo + 1, err: Permanent(fmt.Errorf("no handler for event type %q", evs[lo].Type))}
+		}
+		if err := handleRun(ctx, tx, h, evs[lo:hi]); err != nil {
+			return err.shift(lo)
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// handleRun applies one run of same-type events. A panic becomes an error
+// naming the run (or the event), as a returned error would.
+func handleRun(ctx context.Context, tx pgx.Tx, h Handler, run []Event) (failed *batchError) {
+	i := -1 // the event being handled one by one, if any
+	defer func() {
+		if p := recover(); p != nil {
+			failed = &batchError{lo: 0, hi: len(run), err: fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())}
+			if i >= 0 {
+				failed.lo, failed.hi = i, i+1
+			}
+		}
+	}()
+	if bh, ok := h.(BatchHandler); ok {
+		if err := bh.HandleBatch(ctx, tx, run); err != nil {
+			var inner *batchError
+			if errors.As(err, &inner) && inner.lo >= 0 && inner.hi <= len(run) && inner.lo < inner.hi {
+				return &batchError{lo: inner.lo, hi: inner.hi, err: err}
+			}
+			return &batchError{lo: 0, hi: len(run), err: err}
+		}
+		return nil
+	}
+	for j, ev := range run {
+		i = j
+		if err := h.Handle(ctx, tx, ev); err != nil {
+			return &batchError{lo: j, hi: j + 1, err: fmt.Errorf("%s/%s: %w", ev.Source, ev.ID, err)}
+		}
+	}
+	return nil
+}
+
+// batchError is a failed HandleBatch call that knows where it failed:
+// evs[lo:hi] holds the culprit, and every event before lo was applied
+// without error. The consumer uses it only to decide how to split the
+// batch; every part is applied again, so a wrong hint costs time, never
+// correctness.
+type batchError struct {
+	lo, hi int
+	err    error
+}
+
+func (e *batchError) Error() string { return e.err.Error() }
+func (e *batchError) Unwrap() error { return e.err }
+
+func (e *batchError) shift(by int) *batchError {
+	return &batchError{lo: e.lo + by, hi: e.hi + by, err: e.err}
 }
 
 // permanentError marks an error that retrying will not fix.
