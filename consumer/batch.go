@@ -4,15 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// MaxBatch caps the events applied in one transaction. Each event runs in
-// its own savepoint, and Postgres keeps at most 64 subtransactions per
-// backend in its cache; beyond that every snapshot has to consult
-// pg_subtrans on disk and throughput collapses. So a batch never exceeds 64.
-const MaxBatch = 64
+// MaxBatch caps the events applied in one transaction. The set-wise path
+// (setwise.go) opens no savepoints, so Postgres's 64-subtransaction cache
+// does not bound it; what does is the transaction itself: it holds its
+// inbox rows locked until it commits, sends its arrays in one message, and
+// a failure anywhere in it re-applies the rest. Past a few hundred events
+// a batch gains nothing measurable (docs/PERFORMANCE.md).
+const MaxBatch = 1024
+
+// DefaultBatchSize is the batch size when the options give none, chosen
+// from the measurements in docs/PERFORMANCE.md.
+const DefaultBatchSize = 256
+
+// maxSavepointBatch caps the batches the savepoint path applies: each
+// event there is a subtransaction, and Postgres caches 64 per backend;
+// past that every snapshot has to consult pg_subtrans and throughput
+// collapses.
+const maxSavepointBatch = 64
 
 // Result is the outcome of one event of a batch.
 type Result struct {
@@ -20,35 +33,181 @@ type Result struct {
 	Err     error // set when Outcome is Failed
 }
 
-// ErrBatchAborted marks the results of a batch whose shared transaction
-// was lost (a statement timed out and broke the connection, a handler
-// swallowed an error and left the transaction aborted, the commit failed):
-// nothing of it was applied, and which event caused it is unknown. The
-// consumer then applies the events one by one, so only the culprit fails.
+// ErrBatchAborted marks the results of events that were not applied
+// because the database failed the transaction they shared (connection
+// lost, serialization failure, the database hung): which event, if any,
+// was at fault is unknown, and retrying them one by one against a failing
+// database would only hold them longer. The consumer naks them all.
 var ErrBatchAborted = errors.New("batch transaction aborted")
 
-// ApplyBatch applies evs in one transaction, each inside its own savepoint,
-// and commits once. An event that fails rolls back to its savepoint only;
-// the others still commit. If the commit itself fails, every event is
-// Failed and nothing was applied. len(evs) must be at most [MaxBatch].
-//
-// The inbox claim and the handler run exactly as in [Apply], so handlers
-// cannot tell whether they run alone or in a batch.
+// ApplyBatch applies evs, in stream order, with the outcomes and effects
+// that [Apply] called on each event in turn would give, and as few
+// transactions as it can: all of them set-wise in one transaction with a
+// constant number of round trips (setwise.go). If that transaction fails,
+// it narrows down to the culprit: the part before it and the part after
+// it are applied set-wise again, the culprit alone, so only the culprit
+// fails. When the database itself fails (a transient error, or a
+// time-out after which it does not answer a ping), the events not yet
+// applied fail with [ErrBatchAborted] at once. len(evs) must be at most
+// [MaxBatch].
 func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event) []Result {
+	a := &applier{pool: pool, consumer: consumer, h: h}
+	return a.apply(ctx, evs)
+}
+
+// applier applies the batches of one consumer.
+type applier struct {
+	pool     *pgxpool.Pool
+	consumer string
+	h        Handler
+	// timeout bounds each transaction attempt (the handler timeout);
+	// zero leaves it to ctx.
+	timeout time.Duration
+}
+
+func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 	results := make([]Result, len(evs))
-	failAll := func(err error) []Result {
+	if len(evs) > MaxBatch {
+		err := fmt.Errorf("apply batch: %d events exceed the maximum of %d", len(evs), MaxBatch)
 		for i := range results {
-			results[i] = Result{Outcome: Failed, Err: fmt.Errorf("%w: %w", ErrBatchAborted, err)}
+			results[i] = Result{Outcome: Failed, Err: err}
 		}
 		return results
 	}
-	if len(evs) > MaxBatch {
-		return failAll(fmt.Errorf("apply batch: %d events exceed the maximum of %d", len(evs), MaxBatch))
+	a.narrow(ctx, evs, results)
+	return results
+}
+
+// attempt bounds one transaction attempt.
+func (a *applier) attempt(ctx context.Context) (context.Context, context.CancelFunc) {
+	if a.timeout > 0 {
+		return context.WithTimeout(ctx, a.timeout)
 	}
+	return context.WithCancel(ctx)
+}
+
+// one applies a single event in its own transaction, exactly as [Apply].
+func (a *applier) one(ctx context.Context, ev Event) Result {
+	ctx, cancel := a.attempt(ctx)
+	defer cancel()
+	out, err := Apply(ctx, a.pool, a.consumer, a.h, ev)
+	return Result{Outcome: out, Err: err}
+}
+
+// narrow fills results for evs and returns a non-nil error when the
+// database failed and nothing after evs should be tried either.
+func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) error {
 	if len(evs) == 1 {
-		out, err := Apply(ctx, pool, consumer, h, evs[0])
-		results[0] = Result{Outcome: out, Err: err}
-		return results
+		results[0] = a.one(ctx, evs[0])
+		if IsTransient(results[0].Err) {
+			return results[0].Err
+		}
+		return nil
 	}
-	return applyBatchPipelined(ctx, pool, consumer, h, evs, results, failAll)
+	f := a.setwise(ctx, evs, results)
+	if f == nil {
+		return nil
+	}
+	if a.outage(ctx, f.err) {
+		cause := f.err
+		if !IsTransient(cause) {
+			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
+		}
+		failAll(evs, results, cause)
+		return cause
+	}
+	if !f.located(len(evs)) && len(evs) <= maxSavepointBatch {
+		// Culprit unknown, batch small: one pass with a savepoint per
+		// event is cheaper than halving when several events fail.
+		return a.savepoints(ctx, evs, results)
+	}
+	for _, p := range split(len(evs), f) {
+		if err := a.narrow(ctx, evs[p[0]:p[1]], results[p[0]:p[1]]); err != nil {
+			failAll(evs[p[1]:], results[p[1]:], err)
+			return err
+		}
+	}
+	return nil
+}
+
+// split decides how to narrow down a failed batch of n events: around the
+// culprit when the failure locates it (the part before it, the culprit,
+// the part after it), else into halves.
+func split(n int, f *setFailure) [][2]int {
+	if !f.located(n) {
+		return [][2]int{{0, n / 2}, {n / 2, n}}
+	}
+	var parts [][2]int
+	for _, p := range [][2]int{{0, f.lo}, {f.lo, f.hi}, {f.hi, n}} {
+		if p[0] < p[1] {
+			parts = append(parts, p)
+		}
+	}
+	return parts
+}
+
+// savepoints applies evs with a savepoint per event (batch_pipeline.go);
+// a lost transaction there falls back to one event per transaction.
+func (a *applier) savepoints(ctx context.Context, evs []Event, results []Result) error {
+	actx, cancel := a.attempt(ctx)
+	cause := applyBatchPipelined(actx, a.pool, a.consumer, a.h, evs, results)
+	cancel()
+	if cause == nil {
+		return nil
+	}
+	if a.outage(ctx, cause) {
+		if !IsTransient(cause) {
+			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
+		}
+		failAll(evs, results, cause)
+		return cause
+	}
+	for i, ev := range evs {
+		results[i] = a.one(ctx, ev)
+		if IsTransient(results[i].Err) {
+			failAll(evs[i+1:], results[i+1:], results[i].Err)
+			return results[i].Err
+		}
+	}
+	return nil
+}
+
+// outage reports whether a failed batch transaction was the database's
+// doing. A time-out is decided by a ping: it also closes the connection
+// (so the error looks like a lost connection) when the culprit is merely
+// a slow event.
+func (a *applier) outage(ctx context.Context, cause error) bool {
+	switch {
+	case errors.Is(cause, errBeginFailed):
+		return true
+	case timedOut(cause):
+		return !a.answers(ctx)
+	default:
+		return IsTransient(cause)
+	}
+}
+
+// timedOut reports whether err is a deadline or cancellation, the way a
+// hung database shows itself (and a slow handler too).
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// answers pings the database, for no longer than one attempt (at most
+// 5s), to tell a hung database from a slow event.
+func (a *applier) answers(ctx context.Context) bool {
+	d := 5 * time.Second
+	if a.timeout > 0 {
+		d = min(a.timeout, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return a.pool.Ping(ctx) == nil
+}
+
+// failAll fails evs as not applied because the database failed.
+func failAll(evs []Event, results []Result, cause error) {
+	for i, ev := range evs {
+		results[i] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, ErrBatchAborted, cause)}
+	}
 }

@@ -18,21 +18,21 @@ const claimSQL = `
 		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT DO NOTHING`
 
-// applyBatchPipelined is ApplyBatch's loop for more than one event. It
-// runs the very statements of the per-event path, in the same order and
-// the same transaction, but sends the previous event's RELEASE SAVEPOINT,
-// this event's SAVEPOINT and its inbox claim in one round trip (a pgx
-// pipeline) instead of three. An event then costs one round trip plus the
-// handler's own, instead of three plus the handler's: on a local Postgres
-// every round trip is two context switches, and they, not the commit,
-// dominate a batch. Outcomes are those of the per-event path: a failing
-// claim or handler rolls back to the event's savepoint only; a failing
-// SAVEPOINT, RELEASE or rollback fails the whole batch; the commit
-// (which releases the last savepoint) decides for all.
-func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event, results []Result, failAll func(error) []Result) []Result {
+// applyBatchPipelined applies evs in one transaction with a savepoint per
+// event: the statements of the per-event path, in the same order, with
+// the previous event's RELEASE SAVEPOINT, this event's SAVEPOINT and its
+// inbox claim sent in one round trip (a pgx pipeline). It is the fallback
+// for a small batch whose set-wise apply failed at an unknown place: a
+// failing claim or handler rolls back to its event's savepoint only, so
+// one pass gives every event its own outcome, however many fail. It fills
+// results and returns nil, or returns the error that lost the whole
+// transaction (a failing SAVEPOINT, RELEASE or rollback, or the commit,
+// which releases the last savepoint); results are then meaningless.
+// len(evs) must be at most maxSavepointBatch.
+func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event, results []Result) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return failAll(fmt.Errorf("apply batch: %w: %w", errBeginFailed, err))
+		return fmt.Errorf("apply batch: %w: %w", errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 
@@ -41,7 +41,7 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 	for i, ev := range evs {
 		claimed, cleared, err, fatal := claimInSavepoint(ctx, tx, consumer, ev, open)
 		if fatal != nil {
-			return failAll(fatal)
+			return fatal
 		}
 		open = true
 		var out Outcome
@@ -57,7 +57,7 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 		if err != nil {
 			if _, rbErr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+eventSavepoint); rbErr != nil {
 				// The transaction is unusable: nothing of the batch commits.
-				return failAll(fmt.Errorf("apply batch: rollback to savepoint after %w: %w", err, rbErr))
+				return fmt.Errorf("apply batch: rollback to savepoint after %w: %w", err, rbErr)
 			}
 			results[i] = Result{Outcome: Failed, Err: err}
 			continue
@@ -66,12 +66,12 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 		results[i] = Result{Outcome: out}
 	}
 	if !wrote {
-		return results
+		return nil
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return failAll(fmt.Errorf("apply batch: commit: %w", err))
+		return fmt.Errorf("apply batch: commit: %w", err)
 	}
-	return results
+	return nil
 }
 
 // claimInSavepoint releases the previous event's savepoint (when open),

@@ -2,7 +2,6 @@ package consumer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -26,8 +25,9 @@ type Options struct {
 
 	// Concurrency is how many batches are applied at once (default 4).
 	Concurrency int
-	// BatchSize is how many events share one transaction (default 1,
-	// at most MaxBatch).
+	// BatchSize is how many events share one transaction (default
+	// [DefaultBatchSize], at most [MaxBatch]). 1 applies every event in a
+	// transaction of its own.
 	BatchSize int
 	// BatchWait is how long to wait to fill a batch (default 5ms).
 	BatchWait time.Duration
@@ -84,7 +84,7 @@ func (o *Options) setDefaults() error {
 		o.Concurrency = 4
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = 1
+		o.BatchSize = DefaultBatchSize
 	}
 	if o.BatchSize > MaxBatch {
 		return fmt.Errorf("consumer %s: batch size %d exceeds %d", o.Name, o.BatchSize, MaxBatch)
@@ -136,10 +136,11 @@ func (o *Options) FilterSubjects() []string {
 
 // Consumer applies one durable JetStream consumer's messages to Postgres.
 type Consumer struct {
-	opts Options
-	pool *pgxpool.Pool
-	r    *runner
-	gate *intakeGate
+	opts  Options
+	pool  *pgxpool.Pool
+	r     *runner
+	gate  *intakeGate
+	apply *applier
 }
 
 // New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
@@ -147,7 +148,10 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{opts: opts, pool: pool, gate: newIntakeGate(opts.Name, pool.Ping, opts.Logger)}
+	c := &Consumer{opts: opts, pool: pool, gate: newIntakeGate(opts.Name, pool.Ping, opts.Logger),
+		// Every transaction attempt gets the whole handler timeout: when a
+		// batch fails and is narrowed down, each part needs its time.
+		apply: &applier{pool: pool, consumer: opts.Name, h: opts.Handler, timeout: opts.HandlerTimeout}}
 	cfg := jetstream.ConsumerConfig{
 		Durable:     opts.Name,
 		Description: "hookbridge consumer " + opts.Name,
@@ -203,14 +207,12 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	if len(evs) == 0 {
 		return actions
 	}
-	// Only the apply is bounded by HandlerTimeout: what happens after a
-	// failure (reachability check, dead-letter row) gets its own time,
-	// or an event that ran out of time could never be dead-lettered.
+	// Only the apply's transactions are bounded by HandlerTimeout (each
+	// attempt, see batch.go): what happens after a failure (failure count,
+	// dead-letter row) gets its own time, or an event that ran out of time
+	// could never be dead-lettered.
 	start := time.Now()
-	results := c.applyWithTimeout(ctx, evs)
-	if len(evs) > 1 && errors.Is(results[0].Err, ErrBatchAborted) {
-		c.narrow(ctx, evs, results)
-	}
+	results := c.apply.apply(ctx, evs)
 	elapsed := time.Since(start)
 	c.observeBatch(len(evs), elapsed)
 	for j, res := range results {
@@ -221,7 +223,9 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		switch {
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
-			level := slog.LevelInfo
+			// One line per event at info would cost more than applying it
+			// at high rates; the outcome metrics count them instead.
+			level := slog.LevelDebug
 			if res.Outcome == Conflict {
 				level = slog.LevelWarn
 			}
@@ -232,77 +236,6 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		c.observeOutcome(res.Outcome.String())
 	}
 	return actions
-}
-
-// narrow handles a batch whose shared transaction was lost. When the
-// database is the cause (the failure is transient, or the database does
-// not answer a ping either), every event is failed as transient at once:
-// each is nak'd with its backoff and intake pauses. Retrying them one by
-// one against a hung database would cost a full handler timeout each,
-// with the messages held all that time. Otherwise one event broke the
-// transaction, and the events are applied one by one so that the others
-// are not failed along with it, again and again.
-func (c *Consumer) narrow(ctx context.Context, evs []Event, results []Result) {
-	cause := results[0].Err
-	if c.outage(ctx, cause) {
-		if !IsTransient(cause) {
-			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
-		}
-		for j := range results {
-			results[j] = Result{Outcome: Failed, Err: cause}
-		}
-		return
-	}
-	for j, ev := range evs {
-		results[j] = c.applyWithTimeout(ctx, []Event{ev})[0]
-		if IsTransient(results[j].Err) {
-			failRest(evs[j+1:], results[j+1:], results[j].Err)
-			return
-		}
-	}
-}
-
-// outage reports whether a lost batch transaction was the database's
-// doing. A time-out is decided by a ping: it also closes the connection
-// (so the error looks like a lost connection) when the culprit is merely
-// a slow event.
-func (c *Consumer) outage(ctx context.Context, cause error) bool {
-	switch {
-	case errors.Is(cause, errBeginFailed):
-		return true
-	case timedOut(cause):
-		return !c.answers(ctx)
-	default:
-		return IsTransient(cause)
-	}
-}
-
-// failRest fails events that were not attempted because the database
-// failed transiently before their turn.
-func failRest(evs []Event, results []Result, cause error) {
-	for j, ev := range evs {
-		results[j] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: not attempted: %w", ev.Source, ev.ID, cause)}
-	}
-}
-
-// timedOut reports whether err is a deadline or cancellation, the way a
-// hung database shows itself (and a slow handler too).
-func timedOut(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// answers pings the database, for no longer than one handler timeout (at
-// most 5s), to tell a hung database from a slow event.
-func (c *Consumer) answers(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, min(c.opts.HandlerTimeout, 5*time.Second))
-	defer cancel()
-	return c.pool.Ping(ctx) == nil
-}
-
-func (c *Consumer) applyWithTimeout(ctx context.Context, evs []Event) []Result {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.HandlerTimeout)
-	defer cancel()
-	return ApplyBatch(ctx, c.pool, c.opts.Name, c.opts.Handler, evs)
 }
 
 // backoff is the nak delay after the delivery-th failed delivery.

@@ -270,7 +270,8 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 	testenv.Eventually(t, 120*time.Second, "all applied under terminations", func() bool {
 		return countRetrying(t, db, "SELECT count(*) FROM hookbridge.inbox") == n
 	})
-	tm.halt() // returns after the last round of terminations
+	// halt returns after the last round of terminations.
+	tm.halt()
 	time.Sleep(200 * time.Millisecond) // let stragglers (redeliveries) finish
 	// The pool's idle connections may have been terminated by that last
 	// round (57P01 on the next query); the final counts use a connection
