@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -236,29 +237,56 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 }
 
 // ensureStreams creates or updates the streams, retrying while JetStream
-// is not ready yet (a cluster still electing its meta leader answers with
-// errors for a few seconds after start).
+// is not ready yet. A cluster still electing its meta leader does not
+// answer API requests at all, so each attempt has a short deadline of its
+// own (1 s for the first five, then 5 s; a create takes about 0.1 s on
+// an R3 cluster that has its leaders): with the client's
+// 5 s default, two instances starting together on a fresh cluster spent
+// 5 s on every unanswered request and took about 22 s to become ready.
+// Streams created by an attempt that timed out are found by the next one.
 func (s *Server) ensureStreams(ctx context.Context) error {
-	delay := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := stream.EnsureIngress(ctx, s.js, s.streamOptions())
-		if err == nil {
-			_, err = stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions()))
+	tries := 0
+	attempt := func() (struct{}, error) {
+		// Concurrent creates of one stream by two clients (two instances
+		// starting together) are sometimes not answered either: the
+		// stream exists, the next attempt finds it at once. So the first
+		// attempts wait 1 s; later ones 5 s, for a slow cluster.
+		tries++
+		timeout := time.Second
+		if tries > 5 {
+			timeout = 5 * time.Second
 		}
-		if err == nil {
-			return nil
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		// The three at once: an unanswered create then costs one timeout,
+		// not one per stream.
+		o := s.streamOptions()
+		p := pool.New().WithErrors()
+		for _, cfg := range []jetstream.StreamConfig{stream.HooksConfig(o), stream.ConflictsConfig(o), stream.EventsConfig(o)} {
+			p.Go(func() error {
+				_, err := stream.Ensure(actx, s.js, cfg)
+				return err
+			})
 		}
-		if attempt == 20 || ctx.Err() != nil {
-			return err
+		err := p.Wait()
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest {
+			return struct{}{}, backoff.Permanent(err) // a configuration the server refuses
 		}
-		s.log.Warn("jetstream not ready; retrying", "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
+		return struct{}{}, err
 	}
+	_, err := backoff.Retry(ctx, attempt,
+		backoff.WithBackOff(&backoff.ExponentialBackOff{
+			InitialInterval: 100 * time.Millisecond, Multiplier: 2, MaxInterval: 2 * time.Second, RandomizationFactor: 0.2,
+		}),
+		backoff.WithMaxElapsedTime(90*time.Second),
+		backoff.WithNotify(func(err error, d time.Duration) {
+			s.log.Warn("jetstream not ready; retrying", "err", err, "retry_in", d.Round(time.Millisecond))
+		}))
+	if err != nil {
+		return fmt.Errorf("create streams: %w", err)
+	}
+	return nil
 }
 
 // runDatabaseRoles waits for Postgres (the ingress keeps accepting in the
