@@ -63,6 +63,11 @@ type Options struct {
 	// Now is the clock (default time.Now); tests set it.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// LogInterval is how often at most one line is logged per cause of
+	// refusal, with a count of those suppressed (default
+	// [DefaultLogInterval]; negative: every one). Successes are logged
+	// only at the debug level.
+	LogInterval time.Duration
 	// Observer, when set, is told each request's outcome (metrics,
 	// tracing); see observe.go.
 	Observer Observer
@@ -82,6 +87,8 @@ type Handler struct {
 	sources map[string]Source
 	// inflight is a counting semaphore of MaxInFlight slots (nil: no bound).
 	inflight chan struct{}
+
+	limiter *logLimiter
 
 	mu    sync.Mutex
 	hooks jetstream.Stream // looked up on first duplicate, then cached
@@ -107,7 +114,10 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	h := &Handler{js: js, opts: opts, sources: map[string]Source{}}
+	if opts.LogInterval == 0 {
+		opts.LogInterval = DefaultLogInterval
+	}
+	h := &Handler{js: js, opts: opts, sources: map[string]Source{}, limiter: newLogLimiter(opts.LogInterval)}
 	if opts.MaxInFlight > 0 {
 		h.inflight = make(chan struct{}, opts.MaxInFlight)
 	}
@@ -151,20 +161,7 @@ type Response struct {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	res := h.serve(w, r)
-	attrs := []any{"source", res.source, "status", res.code, "outcome", res.body.Status, "duration", time.Since(start)}
-	if res.body.EventID != "" {
-		attrs = append(attrs, "event_id", res.body.EventID)
-	}
-	if res.reason != "" {
-		attrs = append(attrs, "reason", res.reason)
-	}
-	level := slog.LevelInfo
-	if res.code >= 500 && res.reason != reasonOverloaded {
-		level = slog.LevelError
-	} else if res.code >= 400 {
-		level = slog.LevelWarn
-	}
-	h.opts.Logger.Log(r.Context(), level, "webhook", attrs...)
+	h.logRequest(r.Context(), res, start)
 	h.observe(r, res, start)
 }
 
@@ -176,6 +173,7 @@ type result struct {
 	code   int
 	body   Response
 	reason string // short cause for logs and metrics; never secrets or bodies
+	err    error  // the underlying failure of a 5xx, for the log line
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
@@ -265,8 +263,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		jetstream.WithMsgID(stream.MsgID(src.Name, id)),
 		jetstream.WithExpectStream(stream.Hooks))
 	if err != nil {
-		h.opts.Logger.Error("publish failed", "source", src.Name, "event_id", id, "err", err)
-		return fail(http.StatusServiceUnavailable, "broker unavailable")
+		res := fail(http.StatusServiceUnavailable, "broker unavailable")
+		res.err = fmt.Errorf("publish: %w", err)
+		return res
 	}
 	if !ack.Duplicate {
 		return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
@@ -277,8 +276,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	// conflict, which must be recorded rather than silently dropped.
 	origSum, found, err := h.storedHash(ctx, ack.Sequence)
 	if err != nil {
-		h.opts.Logger.Error("read original failed", "source", src.Name, "event_id", id, "err", err)
-		return fail(http.StatusServiceUnavailable, "broker unavailable")
+		res := fail(http.StatusServiceUnavailable, "broker unavailable")
+		res.err = fmt.Errorf("read the original of a duplicate: %w", err)
+		return res
 	}
 	if !found {
 		// The original left the stream (limits, purge) while its id is
@@ -287,16 +287,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		// "conflict" would be honest; ask the sender to retry. Once the
 		// window has passed the delivery is stored and the consumer's inbox
 		// decides between duplicate and conflict.
-		h.opts.Logger.Warn("original of a duplicate is gone from the stream; asking the sender to retry",
-			"source", src.Name, "event_id", id, "seq", ack.Sequence)
-		return fail(http.StatusServiceUnavailable, "original delivery no longer readable; retry later")
+		res := fail(http.StatusServiceUnavailable, "original delivery no longer readable; retry later")
+		res.err = fmt.Errorf("original of a duplicate (seq %d) is gone from the stream", ack.Sequence)
+		return res
 	}
 	if origSum == sumHex {
 		return reply(http.StatusOK, Response{Status: "duplicate", EventID: id, Seq: ack.Sequence}, "")
 	}
 	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {
-		h.opts.Logger.Error("record conflict failed", "source", src.Name, "event_id", id, "err", err)
-		return fail(http.StatusServiceUnavailable, "broker unavailable")
+		res := fail(http.StatusServiceUnavailable, "broker unavailable")
+		res.err = fmt.Errorf("record conflict: %w", err)
+		return res
 	}
 	return reply(http.StatusConflict, Response{Status: "conflict", EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
 }
@@ -305,13 +306,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 // body's declared media type: the id and type of a form-encoded delivery
 // are read from the JSON in its payload field.
 func identify(src Source, header http.Header, media string, body []byte) (id, typ string, err error) {
-	var doc any
+	var doc []byte
 	if src.EventID.needsBody() || src.EventType.needsBody() {
-		js, err := jsonDocument(media, body)
-		if err != nil {
+		if doc, err = jsonDocument(media, body); err != nil {
 			return "", "", err
 		}
-		if doc, err = parseBody(js); err != nil {
+		if err = checkJSON(doc); err != nil {
 			return "", "", err
 		}
 	}

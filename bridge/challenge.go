@@ -71,16 +71,16 @@ const slackRateLimited = "app_rate_limited"
 // of being refused: "app_rate_limited:<api_app_id>:<team_id>:<minute>".
 // The id is derived only from signed fields, so a repeat of the same
 // notice is a duplicate. Any other body is not a notice.
-func slackNotice(doc any) (id, typ string, ok bool) {
-	if t, _ := lookupPointer(doc, "/type"); t != slackRateLimited {
+func slackNotice(doc []byte) (id, typ string, ok bool) {
+	if t, _ := jsonLookup(doc, "/type"); t != slackRateLimited {
 		return "", "", false
 	}
-	minute, ok := lookupPointer(doc, "/minute_rate_limited")
+	minute, ok := jsonLookup(doc, "/minute_rate_limited")
 	if !ok || minute == "" {
 		return "", "", false
 	}
-	app, _ := lookupPointer(doc, "/api_app_id")
-	team, _ := lookupPointer(doc, "/team_id")
+	app, _ := jsonLookup(doc, "/api_app_id")
+	team, _ := jsonLookup(doc, "/team_id")
 	return slackRateLimited + ":" + app + ":" + team + ":" + minute, slackRateLimited, true
 }
 

@@ -1,14 +1,11 @@
 package bridge
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
@@ -49,8 +46,9 @@ func (f Field) Validate() error {
 // errBadRequest marks input problems answered with 400.
 var errBadRequest = errors.New("bad request")
 
-// extract reads the field from the header or the parsed body.
-func (f Field) extract(h http.Header, body any) (string, error) {
+// extract reads the field from the header or the JSON document (already
+// checked by checkJSON; nil when no field reads it).
+func (f Field) extract(h http.Header, doc []byte) (string, error) {
 	var v string
 	if f.Header != "" {
 		v = h.Get(f.Header)
@@ -58,53 +56,18 @@ func (f Field) extract(h http.Header, body any) (string, error) {
 			v = h.Get(f.AltHeader)
 		}
 	} else {
-		s, ok := lookupPointer(body, f.Pointer)
+		s, ok := jsonLookup(doc, f.Pointer)
 		if !ok {
 			return "", nil
 		}
 		v = s
 	}
 	if f.Suffix != "" && v != "" {
-		if s, ok := lookupPointer(body, f.Suffix); ok && s != "" {
+		if s, ok := jsonLookup(doc, f.Suffix); ok && s != "" {
 			v += "." + s
 		}
 	}
 	return v, nil
-}
-
-// lookupPointer resolves an RFC 6901 pointer to a string or number value.
-func lookupPointer(doc any, ptr string) (string, bool) {
-	if ptr == "" || doc == nil {
-		return "", false
-	}
-	cur := doc
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch node := cur.(type) {
-		case map[string]any:
-			next, ok := node[tok]
-			if !ok {
-				return "", false
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(node) {
-				return "", false
-			}
-			cur = node[i]
-		default:
-			return "", false
-		}
-	}
-	switch v := cur.(type) {
-	case string:
-		return v, true
-	case json.Number:
-		return v.String(), true
-	default:
-		return "", false
-	}
 }
 
 // formMediaType is the content type of form-encoded deliveries. GitHub
@@ -149,20 +112,6 @@ func jsonDocument(media string, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: form body has more than one payload field", errBadRequest)
 	}
 	return []byte(p[0]), nil
-}
-
-// parseBody decodes a verified JSON body for pointer lookups.
-func parseBody(body []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%w: body is not valid JSON", errBadRequest)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: body has trailing data after JSON", errBadRequest)
-	}
-	return doc, nil
 }
 
 // DefaultFields says where each scheme's senders put the event id and
