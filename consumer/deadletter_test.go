@@ -32,101 +32,107 @@ func numAckPending(t *testing.T, ns *testenv.JetStream, name string) (ackPending
 
 func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	calls := 0
-	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
-		calls++
-		return consumer.Permanent(errors.New("amount is negative"))
-	})
-	startConsumer(t, db, ns, consumer.Options{Name: "strict", EventTypes: []string{"thing.done"}, Handler: h,
-		MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}})
-	seq := ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{"x":1}`))
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t)
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		calls := 0
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			calls++
+			return consumer.Permanent(errors.New("amount is negative"))
+		})
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "strict", EventTypes: []string{"thing.done"}, Handler: h,
+			MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}})
+		seq := ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{"x":1}`))
 
-	testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
+		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
+		})
+		// Give a (wrong) redelivery time to happen before counting.
+		time.Sleep(300 * time.Millisecond)
+		if calls != 1 {
+			t.Fatalf("handler ran %d times, want 1", calls)
+		}
+		dls, err := consumer.ListDeadLetters(context.Background(), db.Pool, consumer.DeadLetterFilter{Consumer: "strict"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(dls) != 1 {
+			t.Fatalf("dead letters = %d, want 1", len(dls))
+		}
+		d := dls[0]
+		if d.Deliveries != 1 || d.Reason != consumer.ReasonPermanent || d.StreamSeq != seq || d.EventID != "e1" ||
+			d.Source != "demo" || d.EventType != "thing.done" || d.ResolvedAt != nil || d.Body != nil {
+			t.Fatalf("dead letter = %+v", d)
+		}
+		if !strings.Contains(d.LastError, "amount is negative") {
+			t.Fatalf("last error %q", d.LastError)
+		}
+		full, err := consumer.GetDeadLetter(context.Background(), db.Pool, d.ID)
+		if err != nil || string(full.Body) != `{"x":1}` {
+			t.Fatalf("get dead letter: %q, %v", full.Body, err)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
+			t.Fatalf("inbox rows = %d, want 0 (nothing applied)", n)
+		}
+		if pending, redelivered := numAckPending(t, ns, "strict"); pending != 0 || redelivered != 0 {
+			t.Fatalf("ack pending %d, redelivered %d; the message should be terminated", pending, redelivered)
+		}
 	})
-	// Give a (wrong) redelivery time to happen before counting.
-	time.Sleep(300 * time.Millisecond)
-	if calls != 1 {
-		t.Fatalf("handler ran %d times, want 1", calls)
-	}
-	dls, err := consumer.ListDeadLetters(context.Background(), db.Pool, consumer.DeadLetterFilter{Consumer: "strict"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dls) != 1 {
-		t.Fatalf("dead letters = %d, want 1", len(dls))
-	}
-	d := dls[0]
-	if d.Deliveries != 1 || d.Reason != consumer.ReasonPermanent || d.StreamSeq != seq || d.EventID != "e1" ||
-		d.Source != "demo" || d.EventType != "thing.done" || d.ResolvedAt != nil || d.Body != nil {
-		t.Fatalf("dead letter = %+v", d)
-	}
-	if !strings.Contains(d.LastError, "amount is negative") {
-		t.Fatalf("last error %q", d.LastError)
-	}
-	full, err := consumer.GetDeadLetter(context.Background(), db.Pool, d.ID)
-	if err != nil || string(full.Body) != `{"x":1}` {
-		t.Fatalf("get dead letter: %q, %v", full.Body, err)
-	}
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
-		t.Fatalf("inbox rows = %d, want 0 (nothing applied)", n)
-	}
-	if pending, redelivered := numAckPending(t, ns, "strict"); pending != 0 || redelivered != 0 {
-		t.Fatalf("ack pending %d, redelivered %d; the message should be terminated", pending, redelivered)
-	}
 }
 
 func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	startConsumer(t, db, ns, ordersOptions("orders", 3))
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		startConsumer(t, db, ns, bs, ordersOptions("orders", 3))
 
-	start := time.Now()
-	ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
-	testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
+		start := time.Now()
+		ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
+		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
+		})
+		// Two naks of 50 ms each come before the third delivery fails.
+		if elapsed := time.Since(start); elapsed < 100*time.Millisecond {
+			t.Fatalf("dead-lettered after %s, before the backoff schedule allowed", elapsed)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3 AND reason = 'max_deliver' AND last_error LIKE '%unknown order%'"); n != 1 {
+			t.Fatalf("dead letters with 3 deliveries = %d, want 1", n)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
+			t.Fatalf("orders = %d, want 0", n)
+		}
+		if pending, _ := numAckPending(t, ns, "orders"); pending != 0 {
+			t.Fatalf("ack pending %d, want 0: the message should be terminated", pending)
+		}
 	})
-	// Two naks of 50 ms each come before the third delivery fails.
-	if elapsed := time.Since(start); elapsed < 100*time.Millisecond {
-		t.Fatalf("dead-lettered after %s, before the backoff schedule allowed", elapsed)
-	}
-	time.Sleep(300 * time.Millisecond)
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3 AND reason = 'max_deliver' AND last_error LIKE '%unknown order%'"); n != 1 {
-		t.Fatalf("dead letters with 3 deliveries = %d, want 1", n)
-	}
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
-		t.Fatalf("orders = %d, want 0", n)
-	}
-	if pending, _ := numAckPending(t, ns, "orders"); pending != 0 {
-		t.Fatalf("ack pending %d, want 0: the message should be terminated", pending)
-	}
 }
 
 func TestUnusableMessageIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error { return nil })
-	startConsumer(t, db, ns, consumer.Options{Name: "c1", EventTypes: []string{"thing.done"}, Handler: h})
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t)
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error { return nil })
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "c1", EventTypes: []string{"thing.done"}, Handler: h})
 
-	// No event id header and no Nats-Msg-Id: the message has no identity.
-	msg := nats.NewMsg(stream.HookSubject("demo", "thing.done"))
-	msg.Data = []byte(`{}`)
-	if _, err := ns.JS.PublishMsg(context.Background(), msg); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'unusable' AND source = 'demo' AND event_id = ''") == 1
+		// No event id header and no Nats-Msg-Id: the message has no identity.
+		msg := nats.NewMsg(stream.HookSubject("demo", "thing.done"))
+		msg.Data = []byte(`{}`)
+		if _, err := ns.JS.PublishMsg(context.Background(), msg); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'unusable' AND source = 'demo' AND event_id = ''") == 1
+		})
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
+			t.Fatalf("inbox rows = %d, want 0", n)
+		}
 	})
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
-		t.Fatalf("inbox rows = %d, want 0", n)
-	}
 }
 
 func TestRecordDeadLetterIsIdempotent(t *testing.T) {

@@ -150,16 +150,17 @@ func fetchHooks(t *testing.T, ns *testenv.JetStream, n int) []jetstream.Msg {
 }
 
 // When the database hangs, a failed batch is nak'd as a whole, with the
-// backoff delay, and intake pauses at once. It used to be retried one event
+// backoff delay, and intake pauses at once; on the set-wise path, with a
+// per-event handler and with a BatchHandler. It used to be retried one event
 // at a time, each with a full handler timeout: 8 events at 300 ms took
 // 2.7 s. Two shapes of hang: connections that are accepted and never
 // answered, and a partition in the middle of the batch.
 func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 	t.Parallel()
 	const n, timeout = 8, 300 * time.Millisecond
-	for _, bs := range []int{n} {
+	for _, kind := range []string{"per-event", "batch"} {
 		for _, when := range []string{"never-answers", "freezes-mid-batch"} {
-			t.Run(fmt.Sprintf("batch=%d/%s", bs, when), func(t *testing.T) {
+			t.Run(fmt.Sprintf("handler=%s/%s", kind, when), func(t *testing.T) {
 				t.Parallel()
 				db := testenv.Postgres(t)
 				ns := testenv.NATS(t)
@@ -168,19 +169,22 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 				pool := poolVia(t, db, proxy.ln.Addr().String())
 				t.Cleanup(proxy.close) // before the pool closes: it would wait on the frozen connections
 				var calls atomic.Int32
-				h := HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev Event) error {
+				var h Handler = HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev Event) error {
 					calls.Add(1)
 					proxy.freeze()
 					_, err := tx.Exec(ctx, "SELECT 1")
 					return err
 				})
+				if kind == "batch" {
+					h = freezingBatch{Handler: h, calls: &calls, freeze: proxy.freeze}
+				}
 				if when == "never-answers" {
 					proxy.freeze()
 				} else if err := pool.Ping(context.Background()); err != nil {
 					t.Fatal(err) // one live connection, so the batch does begin
 				}
 				c, err := New(pool, ns.JS, Options{Name: "hung", EventTypes: []string{"thing.done"}, Handler: h,
-					BatchSize: bs, HandlerTimeout: timeout, MaxDeliver: 2, Backoff: []time.Duration{7 * time.Second},
+					BatchSize: DefaultBatchSize, HandlerTimeout: timeout, MaxDeliver: 2, Backoff: []time.Duration{7 * time.Second},
 					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				if err != nil {
 					t.Fatal(err)
@@ -214,4 +218,18 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 			})
 		}
 	}
+}
+
+// freezingBatch is a BatchHandler whose HandleBatch partitions the network.
+type freezingBatch struct {
+	Handler
+	calls  *atomic.Int32
+	freeze func()
+}
+
+func (f freezingBatch) HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error {
+	f.calls.Add(1)
+	f.freeze()
+	_, err := tx.Exec(ctx, "SELECT 1")
+	return err
 }

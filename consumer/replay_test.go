@@ -56,133 +56,136 @@ func tableCounts(t *testing.T, db *testenv.Database) string {
 // the dead letters once the order exists. A second replay does nothing.
 func TestReplayDeadLetterAppliesOnceAfterCause(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	startConsumer(t, db, ns, ordersOptions("orders", 3))
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		startConsumer(t, db, ns, bs, ordersOptions("orders", 3))
 
-	paySeq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
-	testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3") == 1
+		paySeq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
+		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3") == 1
+		})
+		if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
+			t.Fatalf("orders = %d before order.created", n)
+		}
+		ns.PublishHook(t, "demo", "create-1", orders.Created, testenv.OrderBody(orders.Created, "o1", 100))
+		testenv.Eventually(t, 10*time.Second, "order created", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'created'") == 1
+		})
+
+		before := tableCounts(t, db)
+		dry := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true, DryRun: true})
+		if dry.Selected != 1 || dry.New != 1 || dry.Processed != 0 || dry.Resolved != 0 {
+			t.Fatalf("dry run summary = %+v, want 1 new", dry)
+		}
+		if after := tableCounts(t, db); after != before {
+			t.Fatalf("dry run changed rows: %s -> %s", before, after)
+		}
+
+		var items []consumer.ReplayItem
+		sum := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true, Report: func(it consumer.ReplayItem) { items = append(items, it) }})
+		if sum.Selected != 1 || sum.Processed != 1 || sum.Resolved != 1 || sum.Failed != 0 {
+			t.Fatalf("replay summary = %+v, want 1 processed and resolved", sum)
+		}
+		if len(items) != 1 || items[0].Seq != paySeq || items[0].EventID != "pay-1" || !items[0].Resolved {
+			t.Fatalf("items = %+v", items)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o1' AND version = 2 AND status = 'paid' AND paid_cents = 100"); n != 1 {
+			t.Fatalf("order o1 not paid exactly once: %s", tableCounts(t, db))
+		}
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE resolved_at IS NOT NULL AND resolution = 'replayed'"); n != 1 {
+			t.Fatalf("resolved dead letters = %d, want 1", n)
+		}
+		want := "inbox=2 orders=1 versions=2 outbox=2 conflicts=0 dead=1 unresolved=0"
+		if got := tableCounts(t, db); got != want {
+			t.Fatalf("after replay: %s, want %s", got, want)
+		}
+
+		again := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true})
+		if again.Selected != 0 || again.Processed != 0 {
+			t.Fatalf("second replay summary = %+v, want nothing", again)
+		}
+		// The whole stream again: both events are duplicates now.
+		all := replay(t, db, ns, consumer.ReplayOptions{})
+		if all.Selected != 2 || all.Duplicate != 2 || all.Processed != 0 {
+			t.Fatalf("range replay summary = %+v, want 2 duplicates", all)
+		}
+		if got := tableCounts(t, db); got != want {
+			t.Fatalf("after second replays: %s, want %s", got, want)
+		}
 	})
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
-		t.Fatalf("orders = %d before order.created", n)
-	}
-	ns.PublishHook(t, "demo", "create-1", orders.Created, testenv.OrderBody(orders.Created, "o1", 100))
-	testenv.Eventually(t, 10*time.Second, "order created", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'created'") == 1
-	})
-
-	before := tableCounts(t, db)
-	dry := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true, DryRun: true})
-	if dry.Selected != 1 || dry.New != 1 || dry.Processed != 0 || dry.Resolved != 0 {
-		t.Fatalf("dry run summary = %+v, want 1 new", dry)
-	}
-	if after := tableCounts(t, db); after != before {
-		t.Fatalf("dry run changed rows: %s -> %s", before, after)
-	}
-
-	var items []consumer.ReplayItem
-	sum := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true, Report: func(it consumer.ReplayItem) { items = append(items, it) }})
-	if sum.Selected != 1 || sum.Processed != 1 || sum.Resolved != 1 || sum.Failed != 0 {
-		t.Fatalf("replay summary = %+v, want 1 processed and resolved", sum)
-	}
-	if len(items) != 1 || items[0].Seq != paySeq || items[0].EventID != "pay-1" || !items[0].Resolved {
-		t.Fatalf("items = %+v", items)
-	}
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o1' AND version = 2 AND status = 'paid' AND paid_cents = 100"); n != 1 {
-		t.Fatalf("order o1 not paid exactly once: %s", tableCounts(t, db))
-	}
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE resolved_at IS NOT NULL AND resolution = 'replayed'"); n != 1 {
-		t.Fatalf("resolved dead letters = %d, want 1", n)
-	}
-	want := "inbox=2 orders=1 versions=2 outbox=2 conflicts=0 dead=1 unresolved=0"
-	if got := tableCounts(t, db); got != want {
-		t.Fatalf("after replay: %s, want %s", got, want)
-	}
-
-	again := replay(t, db, ns, consumer.ReplayOptions{DeadLetters: true})
-	if again.Selected != 0 || again.Processed != 0 {
-		t.Fatalf("second replay summary = %+v, want nothing", again)
-	}
-	// The whole stream again: both events are duplicates now.
-	all := replay(t, db, ns, consumer.ReplayOptions{})
-	if all.Selected != 2 || all.Duplicate != 2 || all.Processed != 0 {
-		t.Fatalf("range replay summary = %+v, want 2 duplicates", all)
-	}
-	if got := tableCounts(t, db); got != want {
-		t.Fatalf("after second replays: %s, want %s", got, want)
-	}
 }
 
 // A range replay over 500 applied events finds 500 duplicates and changes
 // no row; the selectors narrow it by sequence, time, type and event id.
 func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 	t.Parallel()
-	const n = 250 // orders; each has order.created and order.paid
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	opts := ordersOptions("orders", 0)
-	opts.BatchSize = 16
-	startConsumer(t, db, ns, opts)
-	for i := range n {
-		id := fmt.Sprintf("o%03d", i)
-		ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
-	}
-	testenv.Eventually(t, 30*time.Second, "orders created", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders") == n
-	})
-	time.Sleep(10 * time.Millisecond) // stream timestamps of the two halves differ
-	between := time.Now()
-	var firstPaySeq uint64
-	for i := range n {
-		id := fmt.Sprintf("o%03d", i)
-		seq := ns.PublishHook(t, "demo", "p-"+id, orders.Paid, testenv.OrderBody(orders.Paid, id, 100))
-		if i == 0 {
-			firstPaySeq = seq
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		const n = 250 // orders; each has order.created and order.paid
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		opts := ordersOptions("orders", 0)
+		startConsumer(t, db, ns, bs, opts)
+		for i := range n {
+			id := fmt.Sprintf("o%03d", i)
+			ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
 		}
-	}
-	testenv.Eventually(t, 30*time.Second, "orders paid", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'paid'") == n
-	})
-	want := fmt.Sprintf("inbox=%d orders=%d versions=%d outbox=%d conflicts=0 dead=0 unresolved=0", 2*n, n, 2*n, 2*n)
-	if got := tableCounts(t, db); got != want {
-		t.Fatalf("before replay: %s, want %s", got, want)
-	}
-
-	sum := replay(t, db, ns, consumer.ReplayOptions{})
-	if sum.Selected != 2*n || sum.Duplicate != 2*n || sum.Processed+sum.Failed+sum.Conflict != 0 {
-		t.Fatalf("summary = %+v, want %d duplicates", sum, 2*n)
-	}
-	if got := tableCounts(t, db); got != want {
-		t.Fatalf("after replay: %s, want %s", got, want)
-	}
-
-	cases := []struct {
-		name string
-		o    consumer.ReplayOptions
-		want int
-	}{
-		{"seq range", consumer.ReplayOptions{FromSeq: 101, ToSeq: 200}, 100},
-		{"from seq", consumer.ReplayOptions{FromSeq: firstPaySeq}, n},
-		{"since", consumer.ReplayOptions{Since: between}, n},
-		{"until", consumer.ReplayOptions{Until: between}, n},
-		{"type", consumer.ReplayOptions{Type: orders.Paid}, n},
-		{"type and seq", consumer.ReplayOptions{Type: orders.Created, FromSeq: 201}, n - 200},
-		{"event id", consumer.ReplayOptions{EventID: "p-o007"}, 1},
-		{"other consumer types", consumer.ReplayOptions{EventTypes: []string{orders.Cancelled}}, 0},
-		{"dry run", consumer.ReplayOptions{DryRun: true}, 2 * n},
-	}
-	for _, c := range cases {
-		sum := replay(t, db, ns, c.o)
-		if sum.Selected != c.want || sum.Duplicate != c.want {
-			t.Errorf("%s: summary = %+v, want %d duplicates", c.name, sum, c.want)
+		testenv.Eventually(t, 30*time.Second, "orders created", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders") == n
+		})
+		time.Sleep(10 * time.Millisecond) // stream timestamps of the two halves differ
+		between := time.Now()
+		var firstPaySeq uint64
+		for i := range n {
+			id := fmt.Sprintf("o%03d", i)
+			seq := ns.PublishHook(t, "demo", "p-"+id, orders.Paid, testenv.OrderBody(orders.Paid, id, 100))
+			if i == 0 {
+				firstPaySeq = seq
+			}
 		}
-	}
-	if got := tableCounts(t, db); got != want {
-		t.Fatalf("after selective replays: %s, want %s", got, want)
-	}
+		testenv.Eventually(t, 30*time.Second, "orders paid", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'paid'") == n
+		})
+		want := fmt.Sprintf("inbox=%d orders=%d versions=%d outbox=%d conflicts=0 dead=0 unresolved=0", 2*n, n, 2*n, 2*n)
+		if got := tableCounts(t, db); got != want {
+			t.Fatalf("before replay: %s, want %s", got, want)
+		}
+
+		sum := replay(t, db, ns, consumer.ReplayOptions{})
+		if sum.Selected != 2*n || sum.Duplicate != 2*n || sum.Processed+sum.Failed+sum.Conflict != 0 {
+			t.Fatalf("summary = %+v, want %d duplicates", sum, 2*n)
+		}
+		if got := tableCounts(t, db); got != want {
+			t.Fatalf("after replay: %s, want %s", got, want)
+		}
+
+		cases := []struct {
+			name string
+			o    consumer.ReplayOptions
+			want int
+		}{
+			{"seq range", consumer.ReplayOptions{FromSeq: 101, ToSeq: 200}, 100},
+			{"from seq", consumer.ReplayOptions{FromSeq: firstPaySeq}, n},
+			{"since", consumer.ReplayOptions{Since: between}, n},
+			{"until", consumer.ReplayOptions{Until: between}, n},
+			{"type", consumer.ReplayOptions{Type: orders.Paid}, n},
+			{"type and seq", consumer.ReplayOptions{Type: orders.Created, FromSeq: 201}, n - 200},
+			{"event id", consumer.ReplayOptions{EventID: "p-o007"}, 1},
+			{"other consumer types", consumer.ReplayOptions{EventTypes: []string{orders.Cancelled}}, 0},
+			{"dry run", consumer.ReplayOptions{DryRun: true}, 2 * n},
+		}
+		for _, c := range cases {
+			sum := replay(t, db, ns, c.o)
+			if sum.Selected != c.want || sum.Duplicate != c.want {
+				t.Errorf("%s: summary = %+v, want %d duplicates", c.name, sum, c.want)
+			}
+		}
+		if got := tableCounts(t, db); got != want {
+			t.Fatalf("after selective replays: %s, want %s", got, want)
+		}
+	})
 }
 
 // --dry-run classifies new, duplicate and conflicting events from the inbox

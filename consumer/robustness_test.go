@@ -19,31 +19,33 @@ import (
 // a crashed process; the redelivery applies the event once.
 func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	var calls atomic.Int32
-	inner := orders.Handler("panicky")
-	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
-		if calls.Add(1) == 1 {
-			var m map[string]int
-			m["boom"]++ // a nil-map write: the kind of bug that panics
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		var calls atomic.Int32
+		inner := orders.Handler("panicky")
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			if calls.Add(1) == 1 {
+				var m map[string]int
+				m["boom"]++ // a nil-map write: the kind of bug that panics
+			}
+			return inner.Handle(ctx, tx, ev)
+		})
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "panicky", EventTypes: []string{orders.Created}, Handler: h,
+			Backoff: []time.Duration{20 * time.Millisecond}, AckWait: time.Second})
+		ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 10))
+		testenv.Eventually(t, 10*time.Second, "order applied after the panic", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
+		})
+		time.Sleep(200 * time.Millisecond)
+		if got := calls.Load(); got != 2 {
+			t.Fatalf("handler ran %d times, want 2 (panicked once, applied once)", got)
 		}
-		return inner.Handle(ctx, tx, ev)
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 1 {
+			t.Fatalf("inbox rows = %d, want 1", n)
+		}
 	})
-	startConsumer(t, db, ns, consumer.Options{Name: "panicky", EventTypes: []string{orders.Created}, Handler: h,
-		Backoff: []time.Duration{20 * time.Millisecond}, AckWait: time.Second})
-	ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 10))
-	testenv.Eventually(t, 10*time.Second, "order applied after the panic", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
-	})
-	time.Sleep(200 * time.Millisecond)
-	if got := calls.Load(); got != 2 {
-		t.Fatalf("handler ran %d times, want 2 (panicked once, applied once)", got)
-	}
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 1 {
-		t.Fatalf("inbox rows = %d, want 1", n)
-	}
 }
 
 // TestTimedOutEventIsDeadLettered: an event that always outlives
@@ -51,25 +53,27 @@ func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 // deadline must not make the database look unreachable.
 func TestTimedOutEventIsDeadLettered(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	var calls atomic.Int32
-	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
-		calls.Add(1)
-		_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
-		return err
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t)
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		var calls atomic.Int32
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			calls.Add(1)
+			_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
+			return err
+		})
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "slow", EventTypes: []string{"thing.slow"}, Handler: h,
+			HandlerTimeout: 200 * time.Millisecond, MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}})
+		ns.PublishHook(t, "demo", "e1", "thing.slow", []byte(`{}`))
+		testenv.Eventually(t, 15*time.Second, "dead letter", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
+		})
+		time.Sleep(300 * time.Millisecond)
+		if got := calls.Load(); got != 2 {
+			t.Fatalf("handler ran %d times, want 2 (max_deliver)", got)
+		}
 	})
-	startConsumer(t, db, ns, consumer.Options{Name: "slow", EventTypes: []string{"thing.slow"}, Handler: h,
-		HandlerTimeout: 200 * time.Millisecond, MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}})
-	ns.PublishHook(t, "demo", "e1", "thing.slow", []byte(`{}`))
-	testenv.Eventually(t, 15*time.Second, "dead letter", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
-	})
-	time.Sleep(300 * time.Millisecond)
-	if got := calls.Load(); got != 2 {
-		t.Fatalf("handler ran %d times, want 2 (max_deliver)", got)
-	}
 }
 
 // TestSlowEventDoesNotFailItsBatch: with batches, one event that breaks
@@ -77,30 +81,32 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 // its batch are applied.
 func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	inner := orders.Handler("batched")
-	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
-		if ev.ID == "slow" {
-			if _, err := tx.Exec(ctx, "SELECT pg_sleep(5)"); err != nil {
-				return err
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		inner := orders.Handler("batched")
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			if ev.ID == "slow" {
+				if _, err := tx.Exec(ctx, "SELECT pg_sleep(5)"); err != nil {
+					return err
+				}
 			}
+			return inner.Handle(ctx, tx, ev)
+		})
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "batched", EventTypes: []string{orders.Created}, Handler: h,
+			BatchWait: 200 * time.Millisecond, Concurrency: 1,
+			HandlerTimeout: 300 * time.Millisecond, MaxDeliver: -1, Backoff: []time.Duration{time.Minute}})
+		for _, id := range []string{"slow", "ok1", "ok2"} {
+			ns.PublishHook(t, "demo", id, orders.Created, testenv.OrderBody(orders.Created, "order-"+id, 1))
 		}
-		return inner.Handle(ctx, tx, ev)
+		testenv.Eventually(t, 10*time.Second, "the two good events applied", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id IN ('ok1', 'ok2')") == 2
+		})
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'slow'"); n != 0 {
+			t.Fatalf("the slow event was applied %d times; want 0 (it always times out)", n)
+		}
 	})
-	startConsumer(t, db, ns, consumer.Options{Name: "batched", EventTypes: []string{orders.Created}, Handler: h,
-		BatchSize: 8, BatchWait: 200 * time.Millisecond, Concurrency: 1,
-		HandlerTimeout: 300 * time.Millisecond, MaxDeliver: -1, Backoff: []time.Duration{time.Minute}})
-	for _, id := range []string{"slow", "ok1", "ok2"} {
-		ns.PublishHook(t, "demo", id, orders.Created, testenv.OrderBody(orders.Created, "order-"+id, 1))
-	}
-	testenv.Eventually(t, 10*time.Second, "the two good events applied", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id IN ('ok1', 'ok2')") == 2
-	})
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'slow'"); n != 0 {
-		t.Fatalf("the slow event was applied %d times; want 0 (it always times out)", n)
-	}
 }
 
 // TestDeletedDurableConsumerIsRecreated: if the durable consumer vanishes
@@ -108,29 +114,31 @@ func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 // on applying instead of returning silently.
 func TestDeletedDurableConsumerIsRecreated(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
-	ns.EnsureHooks(t)
-	startConsumer(t, db, ns, consumer.Options{Name: "phoenix", EventTypes: []string{orders.Created},
-		Handler: orders.Handler("phoenix"), Backoff: []time.Duration{20 * time.Millisecond}})
-	ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 1))
-	testenv.Eventually(t, 10*time.Second, "first event", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t, orders.Migrations())
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "phoenix", EventTypes: []string{orders.Created},
+			Handler: orders.Handler("phoenix"), Backoff: []time.Duration{20 * time.Millisecond}})
+		ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 1))
+		testenv.Eventually(t, 10*time.Second, "first event", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
+		})
+		if err := ns.JS.DeleteConsumer(context.Background(), stream.Hooks, "phoenix"); err != nil {
+			t.Fatal(err)
+		}
+		ns.PublishHook(t, "demo", "e2", orders.Created, testenv.OrderBody(orders.Created, "o2", 1))
+		testenv.Eventually(t, 20*time.Second, "event after the durable was deleted", func() bool {
+			return db.Count(t, "SELECT count(*) FROM demo.orders") == 2
+		})
+		// The re-created durable starts from the beginning: e1 comes back and
+		// is a duplicate, so nothing is applied twice.
+		time.Sleep(300 * time.Millisecond)
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 2 {
+			t.Fatalf("inbox rows = %d, want 2", n)
+		}
+		if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE version <> 1"); n != 0 {
+			t.Fatalf("%d orders were changed twice", n)
+		}
 	})
-	if err := ns.JS.DeleteConsumer(context.Background(), stream.Hooks, "phoenix"); err != nil {
-		t.Fatal(err)
-	}
-	ns.PublishHook(t, "demo", "e2", orders.Created, testenv.OrderBody(orders.Created, "o2", 1))
-	testenv.Eventually(t, 20*time.Second, "event after the durable was deleted", func() bool {
-		return db.Count(t, "SELECT count(*) FROM demo.orders") == 2
-	})
-	// The re-created durable starts from the beginning: e1 comes back and
-	// is a duplicate, so nothing is applied twice.
-	time.Sleep(300 * time.Millisecond)
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 2 {
-		t.Fatalf("inbox rows = %d, want 2", n)
-	}
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE version <> 1"); n != 0 {
-		t.Fatalf("%d orders were changed twice", n)
-	}
 }
