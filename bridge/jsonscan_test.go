@@ -60,7 +60,6 @@ func refParseBody(body []byte) (any, error) {
 	return doc, nil
 }
 
-
 // jsonSamples are bodies with the shapes providers send and the corners
 // of JSON: escapes, repeated keys, numbers in every notation, arrays,
 // nesting, invalid UTF-8, white space, and invalid or trailing data.
