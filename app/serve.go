@@ -85,7 +85,8 @@ func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logge
 func (s *Server) connectNATS() error {
 	var err error
 	if s.cfg.NATSURL == "" {
-		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream")})
+		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
+			MaxPayload: bridge.RequiredMaxPayload(s.cfg.MaxBodyBytes)})
 		if err != nil {
 			return err
 		}

@@ -48,7 +48,9 @@ type Source struct {
 // Options configure the ingress handler.
 type Options struct {
 	Sources []Source
-	// MaxBodyBytes is the largest accepted body (default 1 MiB).
+	// MaxBodyBytes is the largest accepted body (default
+	// [DefaultMaxBodyBytes]). The NATS server's max_payload must be at
+	// least [RequiredMaxPayload] of it; New refuses otherwise.
 	MaxBodyBytes int64
 	// PublishTimeout bounds the wait for JetStream's ack (default 5s).
 	PublishTimeout time.Duration
@@ -73,8 +75,26 @@ type Options struct {
 	Observer Observer
 }
 
-// DefaultMaxBodyBytes is the default body limit.
-const DefaultMaxBodyBytes = 1 << 20
+// HeaderHeadroom is the room NATS's max_payload must leave beyond
+// MaxBodyBytes: the server counts the message headers in the payload.
+// hookbridge's own headers take at most about 2 KiB (ids, source and type
+// are bounded, see TestHeaderHeadroomCoversWorstCase); the rest is for
+// trace context.
+const HeaderHeadroom = 8 << 10
+
+// DefaultMaxBodyBytes is the default body limit: 1 MiB less
+// [HeaderHeadroom], so that a body at the limit and its headers fit the
+// NATS default max_payload of 1 MiB.
+const DefaultMaxBodyBytes = 1<<20 - HeaderHeadroom
+
+// RequiredMaxPayload is the smallest NATS max_payload that stores every
+// body up to maxBodyBytes (0: the default) with its headers.
+func RequiredMaxPayload(maxBodyBytes int64) int64 {
+	if maxBodyBytes <= 0 {
+		maxBodyBytes = DefaultMaxBodyBytes
+	}
+	return maxBodyBytes + HeaderHeadroom
+}
 
 // DefaultMaxInFlight is the default bound on concurrent requests: with the
 // default body limit, at most 256 MiB of bodies are held at once.
@@ -116,6 +136,14 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	}
 	if opts.LogInterval == 0 {
 		opts.LogInterval = DefaultLogInterval
+	}
+	if js != nil && js.Conn() != nil {
+		// Checked here rather than per request: a body the server cannot
+		// hold would be answered 503 and retried by the sender forever.
+		if got, need := js.Conn().MaxPayload(), RequiredMaxPayload(opts.MaxBodyBytes); got < need {
+			return nil, fmt.Errorf("max_body_bytes %d needs a NATS max_payload of at least %d (the body plus %d bytes of headers), but the server allows %d: raise the server's max_payload or lower max_body_bytes to %d",
+				opts.MaxBodyBytes, need, HeaderHeadroom, got, got-HeaderHeadroom)
+		}
 	}
 	h := &Handler{js: js, opts: opts, sources: map[string]Source{}, limiter: newLogLimiter(opts.LogInterval)}
 	if opts.MaxInFlight > 0 {
@@ -239,18 +267,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 
 	sum := sha256.Sum256(body)
 	sumHex := hex.EncodeToString(sum[:])
-	msg := nats.NewMsg(stream.HookSubject(src.Name, typ))
-	msg.Data = body
-	msg.Header.Set(stream.HeaderSource, src.Name)
-	msg.Header.Set(stream.HeaderEventID, id)
-	setTypeHeader(msg.Header, typ)
-	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
-	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
-	if media != "" {
-		// The stored body is the signed bytes unchanged; this says how to
-		// read it (consumer.Event.JSON).
-		msg.Header.Set(stream.HeaderContentType, media)
-	}
+	msg := hookMsg(src.Name, id, typ, media, sumHex, received, body)
 
 	if !h.js.Conn().IsConnected() {
 		// Fail fast: a publish now would sit in the reconnect buffer until
@@ -336,6 +353,25 @@ func identify(src Source, header http.Header, media string, body []byte) (id, ty
 		return "", "", fmt.Errorf("event type longer than %d bytes", stream.MaxEventTypeBytes)
 	}
 	return id, typ, nil
+}
+
+// hookMsg is the HOOKS message of a verified delivery. Every header value
+// is bounded (source 64, id 255, type 255 bytes before encoding, media
+// type 127), which HeaderHeadroom relies on.
+func hookMsg(source, id, typ, media, sumHex string, received time.Time, body []byte) *nats.Msg {
+	msg := nats.NewMsg(stream.HookSubject(source, typ))
+	msg.Data = body
+	msg.Header.Set(stream.HeaderSource, source)
+	msg.Header.Set(stream.HeaderEventID, id)
+	setTypeHeader(msg.Header, typ)
+	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
+	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
+	if media != "" {
+		// The stored body is the signed bytes unchanged; this says how to
+		// read it (consumer.Event.JSON).
+		msg.Header.Set(stream.HeaderContentType, media)
+	}
+	return msg
 }
 
 // setTypeHeader records the provider's spelling of the type, encoded when

@@ -5,6 +5,7 @@ package embedded
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,6 +26,10 @@ type Options struct {
 	// Cluster, when set, joins a JetStream cluster; used by tests.
 	Cluster *server.ClusterOpts
 	Routes  []string
+	// MaxPayload is the largest message the server accepts, headers
+	// included (0: NATS's default, 1 MiB). The ingress needs
+	// bridge.RequiredMaxPayload(max_body_bytes).
+	MaxPayload int64
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -42,6 +47,12 @@ func Start(o Options) (*server.Server, error) {
 	}
 	if o.Listen && o.Host == "" {
 		opts.Host = "127.0.0.1"
+	}
+	if o.MaxPayload > 0 {
+		if o.MaxPayload > math.MaxInt32 {
+			return nil, fmt.Errorf("embedded nats: max payload %d is larger than NATS allows", o.MaxPayload)
+		}
+		opts.MaxPayload = int32(o.MaxPayload)
 	}
 	if o.Cluster != nil {
 		opts.Cluster = *o.Cluster
