@@ -228,7 +228,7 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	l := &loader{o: o, url: o.URL + "/webhooks/" + o.Source, ingress: make([]time.Duration, o.Total)}
+	l := &loader{o: o, url: o.URL + "/webhooks/" + o.Source, ingress: newLatencies()}
 	if _, err := verify.NewStandardWebhooks([]string{o.Secret}, 0); err != nil {
 		return nil, fmt.Errorf("loadgen: secret: %w", err)
 	}
@@ -300,7 +300,7 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	l.end = time.Now()
 	l.cpu = ProcessCPU() - cpu0
 	if busy1, total1, err := cpuTimes(); err == nil && total1 > total0 {
-		l.busy = float64(busy1-busy0) / float64(total1-total0)
+		l.busy = (busy1 - busy0) / (total1 - total0)
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -378,7 +378,7 @@ type loader struct {
 	busy    float64
 	abort   context.CancelCauseFunc
 
-	ingress  []time.Duration // by event number
+	ingress  *latencies
 	sent     atomic.Int64
 	answered atomic.Int64
 	accepted atomic.Int64
@@ -476,7 +476,7 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 		l.statuses[code].Add(1)
 		switch {
 		case code == http.StatusAccepted || code == http.StatusOK:
-			l.ingress[n] = max(time.Since(start), time.Nanosecond)
+			l.ingress.record(time.Since(start))
 			if code == http.StatusAccepted {
 				l.accepted.Add(1)
 			} else {
@@ -529,7 +529,7 @@ func (l *loader) result() *Result {
 		Accepted: int(l.accepted.Load()), Duplicates: int(l.dups.Load()), Failed: int(l.failed.Load()),
 		Retries: int(l.retries.Load()), Statuses: map[string]int{},
 		SendSeconds: l.end.Sub(l.start).Seconds(),
-		Ingress:     summarize(l.ingress),
+		Ingress:     l.ingress.summary(),
 	}
 	if r.SendSeconds > 0 {
 		r.IngressRPS = float64(r.Accepted+r.Duplicates) / r.SendSeconds

@@ -2,12 +2,10 @@ package loadgen
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // ProcessCPU is the CPU time (user + system) this process has used.
@@ -19,28 +17,21 @@ func ProcessCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// cpuTimes reads the machine's busy and total jiffies from /proc/stat.
-func cpuTimes() (busy, total uint64, err error) {
-	b, err := os.ReadFile("/proc/stat")
+// cpuTimes reads the machine's busy and total CPU seconds (all CPUs)
+// from /proc/stat.
+func cpuTimes() (busy, total float64, err error) {
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0, 0, err
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("unexpected /proc/stat line %q", line)
+	st, err := fs.Stat()
+	if err != nil {
+		return 0, 0, err
 	}
-	for i, s := range f[1:] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, 0, err
-		}
-		total += v
-		if i != 3 && i != 4 { // idle, iowait
-			busy += v
-		}
-	}
-	return busy, total, nil
+	c := st.CPUTotal
+	// Guest time is already counted in user time.
+	total = c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	return total - c.Idle - c.Iowait, total, nil
 }
 
 // MachineBusy is the fraction of all CPUs busy (any process) over d.
@@ -58,10 +49,10 @@ func MachineBusy(ctx context.Context, d time.Duration) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if t1 == t0 {
+	if t1 <= t0 {
 		return 0, nil
 	}
-	return float64(b1-b0) / float64(t1-t0), nil
+	return (b1 - b0) / (t1 - t0), nil
 }
 
 // WaitQuiet waits until the machine has been less than threshold busy
@@ -88,24 +79,16 @@ func WaitQuiet(ctx context.Context, threshold float64, maxWait time.Duration) (f
 	}
 }
 
-// procCPU is the user + system CPU time of process pid from
-// /proc/<pid>/stat (0 when unreadable), assuming the usual 100 clock
-// ticks per second.
+// procCPU is the user + system CPU time of process pid (0 when
+// unreadable).
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	// The command name (field 2) may hold spaces; fields after its ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseUint(f[11], 10, 64)
-	stime, _ := strconv.ParseUint(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return time.Duration(st.CPUTime() * float64(time.Second))
 }

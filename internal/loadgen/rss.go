@@ -1,16 +1,15 @@
 package loadgen
 
 import (
-	"bufio"
-	"bytes"
 	"os"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
-// RSS is the resident set size of this process sampled over a run, in
-// KiB as /proc/self/status reports it. All zero where /proc is missing.
+// RSS is the resident set size of a process sampled over a run, in KiB.
+// All zero where /proc is missing.
 type RSS struct {
 	StartKB int64 `json:"start_kb"`
 	PeakKB  int64 `json:"peak_kb"`
@@ -20,31 +19,22 @@ type RSS struct {
 	Of string `json:"of"`
 }
 
-// ReadRSS returns VmRSS of this process in KiB (0 when unavailable).
-func ReadRSS() int64 { return readRSS("self") }
+// ReadRSS returns the resident set of this process in KiB (0 when
+// unavailable).
+func ReadRSS() int64 { return ReadPIDRSS(os.Getpid()) }
 
-// ReadPIDRSS returns VmRSS of process pid in KiB (0 when unavailable).
-func ReadPIDRSS(pid int) int64 { return readRSS(strconv.Itoa(pid)) }
-
-func readRSS(proc string) int64 {
-	b, err := os.ReadFile("/proc/" + proc + "/status")
+// ReadPIDRSS returns the resident set of process pid in KiB (0 when
+// unavailable).
+func ReadPIDRSS(pid int) int64 {
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:"))
-		if !ok {
-			continue
-		}
-		f := bytes.Fields(rest)
-		if len(f) == 0 {
-			return 0
-		}
-		n, _ := strconv.ParseInt(string(f[0]), 10, 64)
-		return n
+	st, err := p.Stat()
+	if err != nil {
+		return 0
 	}
-	return 0
+	return int64(st.ResidentMemory()) / 1024
 }
 
 // rssSampler samples VmRSS every interval until stopped.

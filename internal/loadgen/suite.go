@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Suite stages.
@@ -544,22 +545,15 @@ func ratios(vs []float64) string {
 // DescribeMachine reports CPUs, model and memory of this machine.
 func DescribeMachine() Machine {
 	m := Machine{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return m
 	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-				var kb int64
-				fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), &kb)
-				m.MemoryMiB = kb / 1024
-			}
-		}
+	if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+		m.CPUModel = cpus[0].ModelName
+	}
+	if mem, err := fs.Meminfo(); err == nil && mem.MemTotal != nil {
+		m.MemoryMiB = int64(*mem.MemTotal / 1024)
 	}
 	return m
 }

@@ -33,7 +33,7 @@ type applyTracker struct {
 	queue     []*pendingEvent          // accepted, in acceptance order; done ones skipped
 	byID      map[string]*pendingEvent // until seen (and relayed, with relays)
 	added     int
-	e2e       []time.Duration // by event number; 0 = not seen
+	e2e       *latencies
 	seen      int
 	firstSeen time.Time
 	lastSeen  time.Time
@@ -46,7 +46,7 @@ type applyTracker struct {
 	relays      bool
 	relayedN    int
 	lastRelayed time.Time
-	relayE2E    []time.Duration      // by event number; 0 = not seen
+	relayE2E    *latencies
 	early       map[string]time.Time // relayed before the 202 was processed
 }
 
@@ -61,8 +61,8 @@ type pendingEvent struct {
 func newApplyTracker(pool *pgxpool.Pool, consumer, source string, total int, interval time.Duration, relays bool) *applyTracker {
 	return &applyTracker{
 		pool: pool, consumer: consumer, source: source, interval: interval, window: 512, relays: relays,
-		byID: map[string]*pendingEvent{}, e2e: make([]time.Duration, total), progress: make(chan struct{}),
-		relayE2E: make([]time.Duration, total), early: map[string]time.Time{},
+		byID: map[string]*pendingEvent{}, e2e: newLatencies(), progress: make(chan struct{}),
+		relayE2E: newLatencies(), early: map[string]time.Time{},
 	}
 }
 
@@ -110,9 +110,7 @@ func (t *applyTracker) markRelayed(p *pendingEvent, at time.Time) {
 	if p.done {
 		delete(t.byID, p.id)
 	}
-	if p.n >= 0 && p.n < len(t.relayE2E) {
-		t.relayE2E[p.n] = max(at.Sub(p.start), time.Nanosecond)
-	}
+	t.relayE2E.record(at.Sub(p.start))
 	close(t.progress)
 	t.progress = make(chan struct{})
 }
@@ -200,9 +198,7 @@ func (t *applyTracker) poll(ctx context.Context, ids []string) {
 		if !t.relays || p.relayed {
 			delete(t.byID, id) // memory stays proportional to what is pending
 		}
-		if p.n >= 0 && p.n < len(t.e2e) {
-			t.e2e[p.n] = max(at.Sub(p.start), time.Nanosecond)
-		}
+		t.e2e.record(at.Sub(p.start))
 		if t.firstSeen.IsZero() {
 			t.firstSeen = at
 		}
@@ -269,5 +265,5 @@ type trackerFigures struct {
 func (t *applyTracker) figures() trackerFigures {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return trackerFigures{e2e: summarize(t.e2e), relayE2E: summarize(t.relayE2E), relayed: t.relayedN, lastRelayed: t.lastRelayed, seen: t.seen, firstSeen: t.firstSeen, lastSeen: t.lastSeen, pollErrs: t.pollErrs, lastErr: t.lastErr}
+	return trackerFigures{e2e: t.e2e.summary(), relayE2E: t.relayE2E.summary(), relayed: t.relayedN, lastRelayed: t.lastRelayed, seen: t.seen, firstSeen: t.firstSeen, lastSeen: t.lastSeen, pollErrs: t.pollErrs, lastErr: t.lastErr}
 }
