@@ -165,4 +165,17 @@ func expect(t *testing.T, gotCode int, got bridge.Response, wantCode int, wantSt
 	}
 }
 
-func batchSizes() []int { return []int{1, 32} }
+// batchSizes are the consumer batch sizes the protocol runs at: 1 (a
+// transaction per event) and the default (the set-wise path).
+func batchSizes() []int { return []int{1, consumer.DefaultBatchSize} }
+
+// forBatchSizes runs f as a parallel subtest at each of batchSizes.
+func forBatchSizes(t *testing.T, f func(t *testing.T, bs int)) {
+	t.Helper()
+	for _, bs := range batchSizes() {
+		t.Run(fmt.Sprintf("batch=%d", bs), func(t *testing.T) {
+			t.Parallel()
+			f(t, bs)
+		})
+	}
+}

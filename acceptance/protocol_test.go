@@ -212,31 +212,33 @@ func TestConcurrentApplyOneProcessedOneDuplicate(t *testing.T) {
 // once: JetStream stores it once and the order exists once.
 func TestConcurrentDeliveriesAtIngress(t *testing.T) {
 	t.Parallel()
-	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	body := orderBody(orders.Created, "o-45", 100)
-	var wg sync.WaitGroup
-	var accepted, duplicate atomic.Int32
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			code, _ := p.post("evt-45", body)
-			switch code {
-			case http.StatusAccepted:
-				accepted.Add(1)
-			case http.StatusOK:
-				duplicate.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if accepted.Load() != 1 || duplicate.Load() != 9 {
-		t.Fatalf("accepted %d, duplicate %d; want 1 and 9", accepted.Load(), duplicate.Load())
-	}
-	p.waitCounts(counts{inbox: 1, orders: 1, outbox: 1})
-	if n := p.js.StreamMsgs(t, stream.Hooks); n != 1 {
-		t.Fatalf("HOOKS holds %d messages, want 1", n)
-	}
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		p := startPipeline(t, pipelineOpts{batchSize: bs})
+		body := orderBody(orders.Created, "o-45", 100)
+		var wg sync.WaitGroup
+		var accepted, duplicate atomic.Int32
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, _ := p.post("evt-45", body)
+				switch code {
+				case http.StatusAccepted:
+					accepted.Add(1)
+				case http.StatusOK:
+					duplicate.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if accepted.Load() != 1 || duplicate.Load() != 9 {
+			t.Fatalf("accepted %d, duplicate %d; want 1 and 9", accepted.Load(), duplicate.Load())
+		}
+		p.waitCounts(counts{inbox: 1, orders: 1, outbox: 1})
+		if n := p.js.StreamMsgs(t, stream.Hooks); n != 1 {
+			t.Fatalf("HOOKS holds %d messages, want 1", n)
+		}
+	})
 }
 
 // TestRejectedDeliveriesPublishNothing covers every refusal: each gets its
