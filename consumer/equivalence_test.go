@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
@@ -37,7 +40,10 @@ func testSeed(t *testing.T) uint64 {
 // events applied before or earlier in the batch, and events that fail
 // (retryable, permanent, with a panic, with a statement error).
 type batchGen struct {
-	r       *rand.Rand
+	r *rand.Rand
+	// inOrder leaves out charges of accounts that a later event opens: a
+	// consumer retrying them would apply them or not depending on timing.
+	inOrder bool
 	seq     uint64
 	n       int
 	applied []consumer.Event // events of earlier batches
@@ -118,8 +124,10 @@ func (g *batchGen) batch(size int) []consumer.Event {
 					}
 				}
 			case 2: // opened later in this batch
-				acc = fmt.Sprintf("later-%d", g.n)
-				later = append(later, acc)
+				if !g.inOrder {
+					acc = fmt.Sprintf("later-%d", g.n)
+					later = append(later, acc)
+				}
 			}
 			if acc == "" {
 				acc = fmt.Sprintf("never-%d", g.n)
@@ -260,5 +268,104 @@ func TestSetwiseMatchesPerEventRandomized(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// publishEvent publishes ev to HOOKS as the ingress would, with a
+// de-duplication id of its own per stream message, so that repeats reach
+// the consumer instead of being dropped by JetStream's duplicate window.
+func publishEvent(t *testing.T, ns *testenv.JetStream, ev consumer.Event, n int) {
+	t.Helper()
+	msg := nats.NewMsg(stream.HookSubject(ev.Source, ev.Type))
+	msg.Data = ev.Body
+	msg.Header.Set(stream.HeaderSource, ev.Source)
+	msg.Header.Set(stream.HeaderEventID, ev.ID)
+	msg.Header.Set(stream.HeaderEventType, ev.Type)
+	if _, err := ns.JS.PublishMsg(context.Background(), msg, jetstream.WithMsgID(fmt.Sprintf("%s:%s:%d", ev.Source, ev.ID, n))); err != nil {
+		t.Fatalf("publish %s: %v", ev.ID, err)
+	}
+}
+
+// settled reports whether the durable consumer has nothing pending and
+// nothing unacknowledged: every message was acked or terminated.
+func settled(t *testing.T, ns *testenv.JetStream, name string) bool {
+	t.Helper()
+	c, err := ns.JS.Consumer(context.Background(), stream.Hooks, name)
+	if err != nil {
+		return false
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatalf("consumer info: %v", err)
+	}
+	return info.NumPending == 0 && info.NumAckPending == 0
+}
+
+// TestConsumerBatchSizesAgreeRandomized runs the same random stream of
+// account events through a consumer at the default batch size and one at
+// batch size 1, on their own servers and databases, until every message
+// is acked or terminated, and expects the same rows everywhere, dead
+// letters included: new events, repeats, changed bodies, charges of
+// accounts that never open, and events that fail every time (retryable:
+// dead-lettered at max_deliver; permanent: at once; panicking; statement
+// errors).
+func TestConsumerBatchSizesAgreeRandomized(t *testing.T) {
+	t.Parallel()
+	seed := testSeed(t)
+	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED repeats it)", seed)
+	g := &batchGen{r: rand.New(rand.NewPCG(seed, 99)), inOrder: true}
+	evs := append(g.setup(10), g.batch(600)...)
+
+	type run struct {
+		db *testenv.Database
+		ns *testenv.JetStream
+	}
+	runs := map[int]run{}
+	for _, bs := range batchSizes {
+		r := run{db: testenv.Postgres(t, accountsMigrations()), ns: testenv.NATS(t)}
+		r.ns.EnsureHooks(t)
+		for i, ev := range evs {
+			publishEvent(t, r.ns, ev, i)
+		}
+		startConsumer(t, r.db, r.ns, bs, consumer.Options{Name: "accounts", EventTypes: accountTypes,
+			Handler: accountsBatchHandler(), Concurrency: 1, MaxDeliver: 3,
+			Backoff: []time.Duration{10 * time.Millisecond}, AckWait: 10 * time.Second})
+		runs[bs] = r
+	}
+	for bs, r := range runs {
+		testenv.Eventually(t, 60*time.Second, fmt.Sprintf("batch %d: every message acked or terminated", bs), func() bool {
+			return settled(t, r.ns, "accounts")
+		})
+	}
+	dump := func(db *testenv.Database) map[string]string {
+		rows := dumpTables(t, db)
+		q := `SELECT event_id||'/'||stream_seq||'/'||reason||'/'||deliveries FROM hookbridge.dead_letters ORDER BY stream_seq`
+		r, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dl, err := pgx.CollectRows(r, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows["dead letters by message"] = strings.Join(dl, "\n")
+		return rows
+	}
+	want, got := dump(runs[1].db), dump(runs[consumer.DefaultBatchSize].db)
+	for table, w := range want {
+		if got[table] != w {
+			t.Errorf("%s differ\nbatch %d:\n%s\nbatch 1:\n%s", table, consumer.DefaultBatchSize, got[table], w)
+		}
+	}
+	db := runs[1].db
+	counts := fmt.Sprintf("inbox %d, conflicts %d, dead letters: max_deliver %d, permanent %d",
+		db.Count(t, "SELECT count(*) FROM hookbridge.inbox"), db.Count(t, "SELECT count(*) FROM hookbridge.conflicts"),
+		db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'"),
+		db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'permanent'"))
+	t.Logf("%d events: %s", len(evs), counts)
+	if db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 0 ||
+		db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'permanent'") == 0 ||
+		db.Count(t, "SELECT count(*) FROM hookbridge.conflicts") == 0 {
+		t.Fatalf("the stream lacked dead letters or conflicts: %s", counts)
 	}
 }
