@@ -52,7 +52,10 @@ type Options struct {
 	// [DefaultMaxBodyBytes]). The NATS server's max_payload must be at
 	// least [RequiredMaxPayload] of it; New refuses otherwise.
 	MaxBodyBytes int64
-	// PublishTimeout bounds the wait for JetStream's ack (default 5s).
+	// PublishTimeout bounds the wait for JetStream's ack, retries
+	// included (default 5s): a publish nobody answered (a stream leader
+	// election, a reconnect) is tried again with the same Nats-Msg-Id
+	// until it is stored or the budget is spent.
 	PublishTimeout time.Duration
 	// RetryAfter is sent with 503 answers (default 5s).
 	RetryAfter time.Duration
@@ -269,18 +272,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	sumHex := hex.EncodeToString(sum[:])
 	msg := hookMsg(src.Name, id, typ, media, sumHex, received, body)
 
-	if !h.js.Conn().IsConnected() {
-		// Fail fast: a publish now would sit in the reconnect buffer until
-		// the timeout, and the sender retries anyway.
-		return fail(http.StatusServiceUnavailable, "broker unavailable")
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
-	defer cancel()
-	ack, err := h.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(stream.MsgID(src.Name, id)),
-		jetstream.WithExpectStream(stream.Hooks))
+	ack, attempts, err := h.publish(r.Context(), msg, stream.Hooks, stream.MsgID(src.Name, id))
 	if err != nil {
-		res := fail(http.StatusServiceUnavailable, "broker unavailable")
+		reason := "broker unavailable"
+		if refusal := storageRefusal(err); refusal != "" {
+			reason = "broker refused: " + refusal
+		}
+		res := fail(http.StatusServiceUnavailable, reason)
 		res.err = fmt.Errorf("publish: %w", err)
 		return res
 	}
@@ -288,6 +286,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
 	}
 
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
+	defer cancel()
 	// JetStream dropped the publish as a repeat of the message at
 	// ack.Sequence. Same bytes: a harmless retry. Different bytes: a
 	// conflict, which must be recorded rather than silently dropped.
@@ -309,6 +309,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return res
 	}
 	if origSum == sumHex {
+		if attempts > 1 {
+			// An earlier attempt of this very request was stored and its
+			// ack lost (say, to a leader change): it is this delivery.
+			return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
+		}
 		return reply(http.StatusOK, Response{Status: "duplicate", EventID: id, Seq: ack.Sequence}, "")
 	}
 	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {
@@ -429,9 +434,7 @@ func (h *Handler) publishConflict(ctx context.Context, source, id, typ string, b
 	msg.Header.Set(stream.HeaderOriginalSeq, strconv.FormatUint(origSeq, 10))
 	// One conflict per distinct rejected body: a sender retrying the same
 	// conflicting delivery does not add rows.
-	_, err := h.js.PublishMsg(ctx, msg,
-		jetstream.WithMsgID(stream.MsgID(source, id)+":"+sumHex),
-		jetstream.WithExpectStream(stream.Conflicts))
+	_, _, err := h.publish(ctx, msg, stream.Conflicts, stream.MsgID(source, id)+":"+sumHex)
 	if err != nil {
 		return fmt.Errorf("publish conflict: %w", err)
 	}

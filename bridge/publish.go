@@ -1,0 +1,143 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publishing rides out the moments JetStream cannot answer: a stream
+// leader election in a cluster, a server restart or reconnect, a stream
+// that is still being created. Each attempt carries the same Nats-Msg-Id,
+// so an attempt that was stored but whose ack was lost makes the next one
+// a duplicate of it, never a second copy. Errors a retry cannot change (a
+// full stream, a message too large, a subject bound to another stream)
+// are answered at once. Everything stays within PublishTimeout.
+
+// errNotConnected is an attempt skipped because the connection is down:
+// a publish now would only wait in the reconnect buffer.
+var errNotConnected = errors.New("not connected to NATS")
+
+// publishBackoff is the wait between attempts: 50 ms doubling to 1 s,
+// ±50% jitter so instances do not retry in step.
+func publishBackoff() backoff.BackOff {
+	return &backoff.ExponentialBackOff{
+		InitialInterval:     50 * time.Millisecond,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         time.Second,
+	}
+}
+
+// attemptTimeout bounds one attempt, so that a request sent to a leader
+// that just died (and is never answered) leaves time for another.
+func (h *Handler) attemptTimeout() time.Duration {
+	return max(h.opts.PublishTimeout/4, 100*time.Millisecond)
+}
+
+// publish publishes msg to streamName with de-duplication id msgID,
+// retrying retryable failures until the PublishTimeout budget is spent.
+// It reports how many attempts were made: an ack marked duplicate after
+// more than one may be the first attempt's own message.
+func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID string) (*jetstream.PubAck, int, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.PublishTimeout)
+	defer cancel()
+	attempts := 0
+	var last error
+	op := func() (*jetstream.PubAck, error) {
+		attempts++
+		if !h.js.Conn().IsConnected() {
+			last = errNotConnected
+			return nil, last
+		}
+		actx, acancel := context.WithTimeout(ctx, h.attemptTimeout())
+		defer acancel()
+		ack, err := h.js.PublishMsg(actx, msg,
+			jetstream.WithMsgID(msgID),
+			jetstream.WithExpectStream(streamName),
+			// This loop retries, with backoff and a budget; the client's
+			// own fixed retry on no responders would only stretch an attempt.
+			jetstream.WithRetryAttempts(0))
+		if err == nil {
+			return ack, nil
+		}
+		last = err
+		if storageRefusal(err) != "" {
+			return nil, backoff.Permanent(err)
+		}
+		if !retryable(err) {
+			return nil, backoff.Permanent(err)
+		}
+		return nil, err
+	}
+	ack, err := backoff.Retry(ctx, op,
+		backoff.WithBackOff(publishBackoff()),
+		backoff.WithMaxElapsedTime(h.opts.PublishTimeout))
+	if err != nil {
+		if last != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+			err = fmt.Errorf("%w (the budget ran out: %w)", last, err)
+		}
+		return nil, attempts, fmt.Errorf("after %d attempt(s): %w", attempts, err)
+	}
+	return ack, attempts, nil
+}
+
+// retryable reports whether a failed publish may succeed if tried again
+// soon: nobody answered (no stream leader at the moment, or the stream is
+// not there yet), the attempt timed out, the connection is being
+// re-established, or JetStream said it is temporarily unavailable.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, errNotConnected),
+		errors.Is(err, jetstream.ErrNoStreamResponse),
+		errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, nats.ErrConnectionReconnecting),
+		errors.Is(err, nats.ErrDisconnected):
+		return true
+	}
+	var api *jetstream.APIError
+	if errors.As(err, &api) {
+		switch api.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10118, 10194: // stream is offline (restarting, catching up)
+			return true
+		}
+		// Other "service unavailable" answers, such as a cluster without
+		// quorum; storage refusals were sorted out before this.
+		return api.Code == 503
+	}
+	return false
+}
+
+// storageRefusal names why JetStream refused to store a message for lack
+// of room ("stream full", "insufficient resources"), or returns "" for
+// any other error. Such a refusal does not change within a request's
+// budget: it is answered at once, and PublishHealth reports it.
+func storageRefusal(err error) string {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return ""
+	}
+	desc := strings.ToLower(api.Description)
+	switch {
+	case strings.Contains(desc, "maximum bytes exceeded"),
+		strings.Contains(desc, "maximum messages exceeded"),
+		strings.Contains(desc, "maximum messages per subject exceeded"):
+		return "stream full"
+	case api.ErrorCode == 10023, // insufficient resources
+		api.ErrorCode == 10047, // insufficient storage resources available
+		api.ErrorCode == 10028, // insufficient memory resources available
+		strings.Contains(desc, "insufficient"),
+		strings.Contains(desc, "no space left"):
+		return "insufficient resources"
+	}
+	return ""
+}

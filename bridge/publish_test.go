@@ -1,0 +1,173 @@
+package bridge_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+// serveOn serves a handler for sources on js over real HTTP.
+func serveOn(t *testing.T, js jetstream.JetStream, opts bridge.Options, sources ...bridge.Source) *ingress {
+	t.Helper()
+	c := newClock(time.Now())
+	opts.Sources, opts.Now = sources, c.Now
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	h, err := bridge.New(js, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(bridge.Pattern, h)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return &ingress{h: h, clock: c, url: srv.URL}
+}
+
+// sendConcurrently posts n distinct signed deliveries at once and returns
+// the answers by status and the slowest answer's time.
+func sendConcurrently(t *testing.T, in *ingress, sc scheme, prefix string, n int) (map[int]int, time.Duration) {
+	t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		codes   = map[int]int{}
+		slowest time.Duration
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h, body, _ := sc.sample(fmt.Sprintf("%s-%d", prefix, i))
+			sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
+			start := time.Now()
+			a := in.post(t, sc.name, h, body)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[a.code]++
+			slowest = max(slowest, time.Since(start))
+		}()
+	}
+	wg.Wait()
+	return codes, slowest
+}
+
+// TestPublishWaitsForTheStream: deliveries arrive while HOOKS does not
+// exist yet (nobody answers the publish, as during a leader election) and
+// the stream appears 1.5 s later, within PublishTimeout. Every delivery is
+// retried with its Nats-Msg-Id until it is stored: all 202, each stored
+// once. (Before, each was 503 after the client's own 0.5 s of retries.)
+func TestPublishWaitsForTheStream(t *testing.T) {
+	t.Parallel()
+	js := testenv.NATS(t) // no streams yet
+	sc := schemeNamed(t, verify.SchemeGitHub)
+	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 5 * time.Second}, sc.source(t))
+	in.js = js
+
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{}); err != nil {
+			t.Errorf("create streams: %v", err)
+		}
+	}()
+	const n = 20
+	codes, slowest := sendConcurrently(t, in, sc, "late", n)
+	if codes[http.StatusAccepted] != n {
+		t.Fatalf("answers %v, want %d × 202", codes, n)
+	}
+	if slowest < time.Second {
+		t.Fatalf("slowest answer after %v: the stream cannot have been there yet", slowest)
+	}
+	wantMsgs(t, in, n)
+}
+
+// TestPublishRidesOutServerRestart stops the NATS server under traffic
+// and starts it again on the same port and store a second later: the
+// requests sent meanwhile wait for the reconnect and are stored, each
+// exactly once.
+func TestPublishRidesOutServerRestart(t *testing.T) {
+	t.Parallel()
+	js := testenv.NATS(t)
+	js.EnsureHooks(t)
+	sc := schemeNamed(t, verify.SchemeGitHub)
+	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 8 * time.Second}, sc.source(t))
+
+	storeDir := js.Server.StoreDir()
+	tcpPort := js.Server.Addr().(*net.TCPAddr).Port
+
+	js.Server.Shutdown()
+	js.Server.WaitForShutdown()
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(time.Second)
+		ns, err := embedded.Start(embedded.Options{StoreDir: storeDir, Listen: true, Port: tcpPort})
+		if err != nil {
+			t.Errorf("restart: %v", err)
+			return
+		}
+		t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	}()
+	const n = 10
+	codes, _ := sendConcurrently(t, in, sc, "restart", n)
+	<-restarted
+	if codes[http.StatusAccepted] != n {
+		t.Fatalf("answers %v, want %d × 202", codes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := js.JS.Stream(ctx, stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != n {
+		t.Fatalf("HOOKS holds %d messages, want %d", info.State.Msgs, n)
+	}
+}
+
+// TestPublishDoesNotRetryWhatCannotChange: the hooks subjects are bound to
+// a stream other than HOOKS, so JetStream refuses the publish ("expected
+// stream does not match"). Retrying cannot help: the answer is 503 at
+// once, not after the PublishTimeout budget.
+func TestPublishDoesNotRetryWhatCannotChange(t *testing.T) {
+	t.Parallel()
+	js := testenv.NATS(t)
+	if _, err := js.JS.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OTHER", Subjects: []string{stream.HooksRoot + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	sc := schemeNamed(t, verify.SchemeGitHub)
+	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 5 * time.Second}, sc.source(t))
+	h, body, _ := sc.sample("evt-1")
+	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
+	start := time.Now()
+	a := in.post(t, sc.name, h, body)
+	if a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
+		t.Fatalf("answer %d %s, want 503 with Retry-After", a.code, a.raw)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("answered after %v: a refusal that cannot change was retried", d)
+	}
+	if n := js.StreamMsgs(t, "OTHER"); n != 0 {
+		t.Fatalf("OTHER holds %d messages", n)
+	}
+}
