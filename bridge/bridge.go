@@ -73,6 +73,10 @@ type Options struct {
 	// [DefaultLogInterval]; negative: every one). Successes are logged
 	// only at the debug level.
 	LogInterval time.Duration
+	// HealthHold is how long PublishHealth stays red after the last
+	// publish refused for insufficient storage, a refusal no probe can
+	// see end (default [DefaultHealthHold]).
+	HealthHold time.Duration
 	// Observer, when set, is told each request's outcome (metrics,
 	// tracing); see observe.go.
 	Observer Observer
@@ -112,6 +116,7 @@ type Handler struct {
 	inflight chan struct{}
 
 	limiter *logLimiter
+	health  publishHealth
 
 	mu    sync.Mutex
 	hooks jetstream.Stream // looked up on first duplicate, then cached
@@ -139,6 +144,9 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	}
 	if opts.LogInterval == 0 {
 		opts.LogInterval = DefaultLogInterval
+	}
+	if opts.HealthHold <= 0 {
+		opts.HealthHold = DefaultHealthHold
 	}
 	if js != nil && js.Conn() != nil {
 		// Checked here rather than per request: a body the server cannot

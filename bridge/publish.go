@@ -65,10 +65,12 @@ func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID 
 			// own fixed retry on no responders would only stretch an attempt.
 			jetstream.WithRetryAttempts(0))
 		if err == nil {
+			h.noteStored(streamName)
 			return ack, nil
 		}
 		last = err
-		if storageRefusal(err) != "" {
+		if refusal := storageRefusal(err); refusal != "" {
+			h.noteRefused(streamName, refusal, storedSize(msg.Subject, msg.Header, msg.Data), err)
 			return nil, backoff.Permanent(err)
 		}
 		if !retryable(err) {
@@ -117,6 +119,10 @@ func retryable(err error) bool {
 	return false
 }
 
+// refusalStreamFull is the refusal of a stream at its max_bytes or
+// max_msgs limit.
+const refusalStreamFull = "stream full"
+
 // storageRefusal names why JetStream refused to store a message for lack
 // of room ("stream full", "insufficient resources"), or returns "" for
 // any other error. Such a refusal does not change within a request's
@@ -131,7 +137,7 @@ func storageRefusal(err error) string {
 	case strings.Contains(desc, "maximum bytes exceeded"),
 		strings.Contains(desc, "maximum messages exceeded"),
 		strings.Contains(desc, "maximum messages per subject exceeded"):
-		return "stream full"
+		return refusalStreamFull
 	case api.ErrorCode == 10023, // insufficient resources
 		api.ErrorCode == 10047, // insufficient storage resources available
 		api.ErrorCode == 10028, // insufficient memory resources available
