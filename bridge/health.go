@@ -17,14 +17,14 @@ const probeEvery = time.Second
 // publishHealth remembers whether JetStream's last answers refused to
 // store for lack of room.
 type publishHealth struct {
-	mu         sync.Mutex
-	refusedAt  time.Time // zero: the last publish was stored
-	stream     string    // the stream that refused
-	cause      string    // "stream full" or "insufficient resources"
-	err        error
-	size       int // bytes of the refused message, data and headers
-	lastProbe  time.Time
-	probing    bool
+	mu        sync.Mutex
+	refusedAt time.Time // zero: the last publish was stored
+	stream    string    // the stream that refused
+	cause     string    // "stream full" or "insufficient resources"
+	err       error
+	size      int // bytes of the refused message, data and headers
+	lastProbe time.Time
+	probing   bool
 }
 
 // noteStored records a publish stored in streamName: a refusal by that
