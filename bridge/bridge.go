@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -59,12 +58,21 @@ type Options struct {
 	PublishTimeout time.Duration
 	// RetryAfter is sent with 503 answers (default 5s).
 	RetryAfter time.Duration
-	// MaxInFlight bounds the requests being read, verified and published
-	// at once (default [DefaultMaxInFlight]; negative means no bound).
-	// Together with MaxBodyBytes it caps the memory bodies can take. A
-	// request over the bound is answered 503 with Retry-After at once,
-	// before its body is read.
+	// MaxInFlight bounds the requests being verified and published at
+	// once (default [DefaultMaxInFlight]; negative means no bound). A slot
+	// is taken once the body is in, so slow senders cannot hold them. A
+	// request over the bound is answered 503 with Retry-After at once.
 	MaxInFlight int
+	// MaxBodyMemory bounds the bytes of all bodies being read or held at
+	// once (default MaxInFlight × MaxBodyBytes with the default
+	// MaxInFlight, the bound bodies had before; negative means no bound).
+	// A body that would go over it is answered 503 overloaded.
+	MaxBodyMemory int64
+	// MinBodyRate is the slowest body upload accepted, in bytes per
+	// second, after [BodyReadGrace] (default [DefaultMinBodyRate];
+	// negative: no minimum, only the server's ReadTimeout). A slower
+	// sender is cut off with 400 "body too slow".
+	MinBodyRate int64
 	// Now is the clock (default time.Now); tests set it.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -103,8 +111,8 @@ func RequiredMaxPayload(maxBodyBytes int64) int64 {
 	return maxBodyBytes + HeaderHeadroom
 }
 
-// DefaultMaxInFlight is the default bound on concurrent requests: with the
-// default body limit, at most 256 MiB of bodies are held at once.
+// DefaultMaxInFlight is the default bound on requests being verified and
+// published at once.
 const DefaultMaxInFlight = 256
 
 // Handler serves POST /webhooks/{source}.
@@ -117,6 +125,7 @@ type Handler struct {
 
 	limiter *logLimiter
 	health  publishHealth
+	bodies  bodyBudget
 
 	mu    sync.Mutex
 	hooks jetstream.Stream // looked up on first duplicate, then cached
@@ -135,6 +144,12 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	}
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
+	}
+	if opts.MaxBodyMemory == 0 {
+		opts.MaxBodyMemory = DefaultMaxInFlight * opts.MaxBodyBytes
+	}
+	if opts.MinBodyRate == 0 {
+		opts.MinBodyRate = DefaultMinBodyRate
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -157,6 +172,7 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		}
 	}
 	h := &Handler{js: js, opts: opts, sources: map[string]Source{}, limiter: newLogLimiter(opts.LogInterval)}
+	h.bodies.limit = opts.MaxBodyMemory
 	if opts.MaxInFlight > 0 {
 		h.inflight = make(chan struct{}, opts.MaxInFlight)
 	}
@@ -236,23 +252,29 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	if !ok {
 		return fail(http.StatusNotFound, "unknown source")
 	}
+	// The body first, under its own bounds (body.go): a slow sender
+	// must not hold a slot that fast ones need.
+	body, release, err := h.readBody(w, r)
+	defer release()
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return fail(http.StatusRequestEntityTooLarge, "body too large")
+	case errors.Is(err, errBodyMemory):
+		return fail(http.StatusServiceUnavailable, reasonOverloaded)
+	case errors.Is(err, errBodyTooSlow):
+		return fail(http.StatusBadRequest, "body too slow")
+	case err != nil:
+		return fail(http.StatusBadRequest, "could not read body")
+	}
 	if h.inflight != nil {
 		// Refuse at once rather than queue: a queue would hold the
-		// connections (and soon the bodies) the bound is there to limit.
+		// bodies (and connections) the bounds are there to limit.
 		select {
 		case h.inflight <- struct{}{}:
 			defer func() { <-h.inflight }()
 		default:
 			return fail(http.StatusServiceUnavailable, reasonOverloaded)
 		}
-	}
-	body, err := readBody(w, r, h.opts.MaxBodyBytes)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fail(http.StatusRequestEntityTooLarge, "body too large")
-		}
-		return fail(http.StatusBadRequest, "could not read body")
 	}
 	received := h.opts.Now()
 	if err := src.Verifier.Verify(r.Header, body, received); err != nil {
@@ -447,27 +469,6 @@ func (h *Handler) publishConflict(ctx context.Context, source, id, typ string, b
 		return fmt.Errorf("publish conflict: %w", err)
 	}
 	return nil
-}
-
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength > limit {
-		return nil, &http.MaxBytesError{Limit: limit}
-	}
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	buf := make([]byte, 0, min(max(r.ContentLength, 512), limit)+1)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return buf, nil
-			}
-			return nil, err
-		}
-	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, body Response) {

@@ -14,13 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // held is a request whose body is being read by the handler and is not
-// finished: it holds one in-flight slot until release.
+// finished: it holds its body buffer until release.
 type held struct {
 	pw   *io.PipeWriter
 	rest []byte
@@ -29,8 +32,8 @@ type held struct {
 }
 
 // hold starts serving a signed delivery whose body arrives through a pipe
-// and returns once the handler has read its first byte, so it is past the
-// in-flight check and waiting for the rest.
+// (chunked: no length declared) and returns once the handler has read its
+// first byte, so it is waiting for the rest.
 func hold(t *testing.T, in *ingress, sc scheme, id string) *held {
 	t.Helper()
 	h, body, _ := sc.sample(id)
@@ -62,44 +65,115 @@ func (hd *held) release(t *testing.T) int {
 	return hd.rec.Code
 }
 
-// TestMaxInFlight fills the only slot with a request whose body is still
-// arriving: the next request is answered 503 with Retry-After at once and
-// publishes nothing; when the first finishes, the slot is free again.
+// inPublish starts a signed delivery that reaches the publish and stays
+// there: HOOKS does not exist and a plain subscriber on the hooks
+// subjects (which never answers) shows when the publish was sent, so the
+// request holds its in-flight slot while it retries. It returns the
+// subscription (unsubscribe, then create the streams, to let it finish)
+// and a channel with the request's answer.
+func inPublish(t *testing.T, in *ingress, sc scheme, id string) (*nats.Subscription, <-chan answer) {
+	t.Helper()
+	sub, err := in.js.Conn.SubscribeSync(stream.HooksRoot + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.js.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	h, body, _ := sc.sample(id)
+	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
+	done := make(chan answer, 1)
+	go func() { done <- in.post(t, sc.name, h, body) }()
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the request never reached the publish: %v", err)
+	}
+	return sub, done
+}
+
+// TestMaxInFlight fills the only slot with a request that is publishing
+// (and retrying, the stream being absent): the next request is answered
+// 503 with Retry-After at once and publishes nothing; once the stream
+// exists the first is stored, and the slot is free again.
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	in := newIngress(t, bridge.Options{MaxInFlight: 1, RetryAfter: 7 * time.Second}, sc.source(t))
+	js := testenv.NATS(t)
+	in := serveOn(t, js.JS, bridge.Options{MaxInFlight: 1, RetryAfter: 7 * time.Second, PublishTimeout: 4 * time.Second}, sc.source(t))
+	in.js = js
 
-	first := hold(t, in, sc, "evt-1")
+	sub, first := inPublish(t, in, sc, "evt-1")
 	h, body, _ := sc.sample("evt-2")
 	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
 	a := in.post(t, sc.name, h, body)
 	if a.code != http.StatusServiceUnavailable || a.header.Get("Retry-After") != "7" || a.body.Error != "overloaded" {
 		t.Fatalf("over the limit: answer %d Retry-After=%q %s, want 503, 7, overloaded", a.code, a.header.Get("Retry-After"), a.raw)
 	}
-	wantMsgs(t, in, 0)
 
-	if code := first.release(t); code != http.StatusAccepted {
-		t.Fatalf("held request: answer %d %s, want 202", code, first.rec.Body)
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	js.EnsureHooks(t)
+	if a := <-first; a.code != http.StatusAccepted {
+		t.Fatalf("request holding the slot: answer %d %s, want 202", a.code, a.raw)
 	}
 	wantCode(t, in.post(t, sc.name, h, body), http.StatusAccepted)
 	wantMsgs(t, in, 2)
 }
 
-// TestMaxInFlightNegativeIsUnbounded: with the bound switched off a held
-// request does not stop the next one.
+// TestMaxInFlightNegativeIsUnbounded: with the bound switched off a
+// request stuck in its publish does not stop the next one.
 func TestMaxInFlightNegativeIsUnbounded(t *testing.T) {
 	t.Parallel()
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	in := newIngress(t, bridge.Options{MaxInFlight: -1}, sc.source(t))
-	first := hold(t, in, sc, "evt-1")
+	js := testenv.NATS(t)
+	in := serveOn(t, js.JS, bridge.Options{MaxInFlight: -1, PublishTimeout: 4 * time.Second}, sc.source(t))
+	in.js = js
+	sub, first := inPublish(t, in, sc, "evt-1")
 	h, body, _ := sc.sample("evt-2")
 	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
-	wantCode(t, in.post(t, sc.name, h, body), http.StatusAccepted)
-	if code := first.release(t); code != http.StatusAccepted {
-		t.Fatalf("held request: answer %d, want 202", code)
+	second := make(chan answer, 1)
+	go func() { second <- in.post(t, sc.name, h, body) }()
+	if _, err := sub.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the second request did not reach the publish: %v", err)
+	}
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	js.EnsureHooks(t)
+	for i, ch := range []<-chan answer{first, second} {
+		if a := <-ch; a.code != http.StatusAccepted {
+			t.Fatalf("request %d: answer %d %s, want 202", i+1, a.code, a.raw)
+		}
 	}
 	wantMsgs(t, in, 2)
+}
+
+// TestBodyMemoryBound: bodies being read reserve their buffers against
+// MaxBodyMemory. Two chunked bodies still arriving hold 8 KiB of a 10,000
+// byte budget; a third declaring 2,000 bytes is answered 503 overloaded
+// at once, before its body is read. When one finishes, the budget is
+// back and the third is accepted.
+func TestBodyMemoryBound(t *testing.T) {
+	t.Parallel()
+	sc := schemeNamed(t, verify.SchemeGitHub)
+	in := newIngress(t, bridge.Options{MaxBodyMemory: 10000}, sc.source(t))
+	first := hold(t, in, sc, "evt-1")
+	second := hold(t, in, sc, "evt-2")
+	h, _, _ := sc.sample("evt-3")
+	body := []byte(`{"action":"opened","pad":"` + strings.Repeat("x", 2000-len(`{"action":"opened","pad":""}`)) + `"}`)
+	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
+	a := in.post(t, sc.name, h, body)
+	if a.code != http.StatusServiceUnavailable || a.body.Error != "overloaded" || a.header.Get("Retry-After") == "" {
+		t.Fatalf("over the memory budget: answer %d %s, want 503 overloaded", a.code, a.raw)
+	}
+	if code := first.release(t); code != http.StatusAccepted {
+		t.Fatalf("held request: answer %d %s, want 202", code, first.rec.Body)
+	}
+	wantCode(t, in.post(t, sc.name, h, body), http.StatusAccepted)
+	if code := second.release(t); code != http.StatusAccepted {
+		t.Fatalf("held request: answer %d %s, want 202", code, second.rec.Body)
+	}
+	wantMsgs(t, in, 3)
 }
 
 // TestMaxInFlightUnderLoad sends many distinct deliveries at once through

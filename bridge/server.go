@@ -13,7 +13,7 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading the whole request, body included, from
 	// the moment the connection is ready for it (default 30s). A client
-	// that sends its headers and then trickles the body is cut off here.
+	// that trickles its body is cut off sooner by [Options.MinBodyRate].
 	ReadTimeout time.Duration
 	// WriteTimeout bounds the time from the end of the headers to the end
 	// of the answer, so it must cover the rest of ReadTimeout plus the
@@ -58,8 +58,9 @@ func (l Limits) withDefaults() Limits {
 
 // NewHTTPServer returns an http.Server for handler with limits applied
 // (zero fields take [DefaultLimits]). Slow or endless requests are cut off
-// instead of holding a connection and memory; [Options.MaxInFlight] bounds
-// how many are worked on at once.
+// instead of holding a connection and memory; [Options.MaxBodyMemory]
+// bounds the bodies being read and [Options.MaxInFlight] how many
+// requests are verified and published at once.
 func NewHTTPServer(handler http.Handler, limits Limits) *http.Server {
 	l := limits.withDefaults()
 	return &http.Server{
