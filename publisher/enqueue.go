@@ -192,12 +192,12 @@ func checkExisting(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 }
 
 // encodeHeaders is the headers column of a message: its own headers plus
-// the context's (see WithHeaders), as a JSON object.
+// the context's (see WithHeaders), as a JSON object, or NULL when there
+// are none (an empty object would take room in every row).
 func encodeHeaders(ctx context.Context, own map[string]string) (*string, error) {
 	h := addContextHeaders(ctx, own)
 	if len(h) == 0 {
-		s := "{}"
-		return &s, nil
+		return nil, nil
 	}
 	b, err := json.Marshal(h)
 	if err != nil {

@@ -31,8 +31,14 @@ const (
 	DefaultBackoffBase    = 500 * time.Millisecond
 	DefaultBackoffMax     = 5 * time.Minute
 	DefaultPublishTimeout = 10 * time.Second
-	DefaultRetention      = 72 * time.Hour
-	// PurgeBatchSize is how many sent rows one retention DELETE removes.
+	// DefaultRetention keeps sent rows a day: long enough to look at what
+	// went out yesterday and far beyond the duplicate window and any
+	// handler retry, at a size a high-rate outbox can afford (docs/OUTBOX.md,
+	// "Size"). Re-applying the same incoming event is stopped by the
+	// inbox, not by these rows.
+	DefaultRetention = 24 * time.Hour
+	// PurgeBatchSize is how many rows one retention step reads (and at
+	// most deletes).
 	PurgeBatchSize = 1000
 )
 
@@ -57,7 +63,7 @@ type RelayOptions struct {
 	// PublishTimeout bounds the wait for all PubAcks of a batch (10s).
 	PublishTimeout time.Duration
 	// Retention is how long sent rows are kept before they are deleted in
-	// batches of [PurgeBatchSize] (72h). 0 keeps the default; a negative
+	// batches of [PurgeBatchSize] (24h). 0 keeps the default; a negative
 	// value disables deletion.
 	Retention time.Duration
 	// Stream configures the EVENTS stream, created or updated before the
@@ -335,34 +341,78 @@ func (r *Relay) retain(ctx context.Context) {
 	}
 }
 
-// PurgeSent deletes sent rows older than Retention, [PurgeBatchSize] rows
-// per statement (each its own short transaction, skipping rows another
-// purger holds) until none are left, and returns how many it deleted.
-// Pending and dead rows are never deleted. With a negative Retention it
-// does nothing.
+// PurgeSent deletes sent rows older than Retention and returns how many it
+// deleted. Pending and dead rows are never deleted. With a negative
+// Retention it does nothing.
+//
+// It walks the primary key from the oldest id, [PurgeBatchSize] rows per
+// step, each delete its own short transaction that skips rows another
+// purger holds, and stops at the first row created after the cutoff: ids
+// follow creation time and a row is sent after it was created, so nothing
+// past that row can be old enough. (A row whose transaction began before
+// the cutoff but drew its id after a newer row is left for a later pass,
+// a delay of at most that transaction's length.) No index on sent_at is
+// needed, which saves an index entry in every sent row; rows the walk
+// passes without deleting (dead, pending, recently sent) are read once per
+// pass.
 func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	if r.opts.Retention < 0 {
 		return 0, nil
 	}
+	var cutoff time.Time
+	if err := r.pool.QueryRow(ctx, `SELECT now() - $1 * interval '1 microsecond'`, r.opts.Retention.Microseconds()).Scan(&cutoff); err != nil {
+		return 0, fmt.Errorf("purge sent outbox rows: %w", err)
+	}
 	var total int64
+	after := int64(0) // identity ids start at 1
 	for {
-		// now() (not clock_timestamp()) so the cutoff is an index condition
-		// on outbox_sent_at_idx; = ANY(ARRAY(...)) so the delete probes the
-		// primary key instead of hash-joining against the whole table.
-		tag, err := r.pool.Exec(ctx, `
-			DELETE FROM hookbridge.outbox
-			WHERE id = ANY (ARRAY(
-				SELECT id FROM hookbridge.outbox
-				WHERE status = 'sent' AND sent_at < now() - $1 * interval '1 microsecond'
-				ORDER BY sent_at
-				LIMIT $2
-				FOR UPDATE SKIP LOCKED))`,
-			r.opts.Retention.Microseconds(), PurgeBatchSize)
+		rows, err := r.pool.Query(ctx, `
+			SELECT id, created_at >= $2, status = 'sent' AND sent_at < $2
+			FROM hookbridge.outbox
+			WHERE id > $1
+			ORDER BY id
+			LIMIT $3`, after, cutoff, PurgeBatchSize)
 		if err != nil {
-			return total, fmt.Errorf("purge sent outbox rows: %w", err)
+			return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < PurgeBatchSize {
+		var victims []int64
+		scanned, stop := 0, false
+		for rows.Next() {
+			var id int64
+			var recent, expired bool
+			if err := rows.Scan(&id, &recent, &expired); err != nil {
+				rows.Close()
+				return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
+			}
+			scanned++
+			if recent {
+				stop = true
+				break
+			}
+			after = id
+			if expired {
+				victims = append(victims, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
+		}
+		if len(victims) > 0 {
+			// The conditions again under the row lock: a row requeued or
+			// deleted since the scan is left alone.
+			tag, err := r.pool.Exec(ctx, `
+				DELETE FROM hookbridge.outbox
+				WHERE id = ANY (ARRAY(
+					SELECT id FROM hookbridge.outbox
+					WHERE id = ANY ($1) AND status = 'sent' AND sent_at < $2
+					FOR UPDATE SKIP LOCKED))`, victims, cutoff)
+			if err != nil {
+				return total, fmt.Errorf("purge sent outbox rows: %w", err)
+			}
+			total += tag.RowsAffected()
+		}
+		if stop || scanned < PurgeBatchSize {
 			return total, nil
 		}
 	}

@@ -60,6 +60,70 @@ func TestRunOncePublishesWithMsgIDAndHeaders(t *testing.T) {
 	}
 }
 
+// A row without headers stores NULL, rows written before that stored an
+// empty object; both publish with no headers but the relay's own.
+func TestRowsWithoutHeadersPublish(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+	enqueue(t, db.Pool, msg("no-headers", ""))
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'no-headers' AND headers IS NULL`); n != 1 {
+		t.Fatal("a message without headers did not store NULL")
+	}
+	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload, headers) VALUES ('empty-object', 'events.test.created', 'x', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	if n, err := r.RunOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("RunOnce = %d, %v; want 2, nil", n, err)
+	}
+	for _, g := range eventsMsgs(t, ns.JS) {
+		for k := range g.header {
+			if !strings.HasPrefix(k, "Nats-") {
+				t.Errorf("%s published with header %s", g.id, k)
+			}
+		}
+	}
+}
+
+// Retention stops at the first row created after the cutoff and deletes
+// every expired sent row before it, whatever lies between (dead, pending,
+// sent late); a second pass finds nothing more.
+func TestRetentionWalksPastKeptRows(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	ns := testenv.NATS(t)
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, sent_at, created_at, last_error)
+		SELECT 'w-' || i, 'events.x', 'x',
+		       CASE WHEN i % 7 = 0 THEN 'dead' WHEN i % 11 = 0 THEN 'pending' ELSE 'sent' END,
+		       CASE WHEN i % 7 = 0 OR i % 11 = 0 THEN NULL WHEN i % 13 = 0 THEN now() ELSE now() - interval '4 days' END,
+		       now() - interval '5 days', CASE WHEN i % 7 = 0 THEN 'gave up' END
+		FROM generate_series(1, 3000) i ORDER BY i;
+		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, sent_at, created_at)
+		VALUES ('recent', 'events.x', 'x', 'sent', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	want := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent' AND sent_at < now() - interval '3 days'`)
+	opts := fastOpts()
+	opts.Retention = 72 * time.Hour
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	if n, err := r.PurgeSent(ctx); err != nil || n != int64(want) {
+		t.Fatalf("PurgeSent = %d, %v; want %d", n, err, want)
+	}
+	if n, err := r.PurgeSent(ctx); err != nil || n != 0 {
+		t.Fatalf("second PurgeSent = %d, %v; want 0", n, err)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent' AND sent_at < now() - interval '3 days'`); n != 0 {
+		t.Fatalf("%d expired sent rows left", n)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status <> 'sent' OR sent_at >= now() - interval '1 hour'`); n != 3000-want+1 {
+		t.Fatalf("kept rows = %d, want %d", n, 3000-want+1)
+	}
+}
+
 // Proof 3: a failure before publishing leaves the row pending with one
 // attempt counted and nothing in the stream.
 func TestFailureBeforePublish(t *testing.T) {
@@ -544,7 +608,7 @@ func TestRetention(t *testing.T) {
 	}
 
 	// Run purges on its own at start; a negative retention disables it.
-	if _, err := db.Pool.Exec(ctx, `UPDATE hookbridge.outbox SET sent_at = now() - interval '4 days' WHERE event_id LIKE 'new-%'`); err != nil {
+	if _, err := db.Pool.Exec(ctx, `UPDATE hookbridge.outbox SET sent_at = now() - interval '4 days', created_at = now() - interval '4 days' WHERE event_id LIKE 'new-%'`); err != nil {
 		t.Fatal(err)
 	}
 	off := opts

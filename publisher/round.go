@@ -31,7 +31,8 @@ type outRow struct {
 	nextAttempt time.Time
 }
 
-const rowColumns = `id, event_id, subject, headers::text, payload, ordering_key, key_seq, attempts, next_attempt_at`
+// headers is NULL when a row has none (migration 0006; older rows hold {}).
+const rowColumns = `id, event_id, subject, coalesce(headers::text, ''), payload, ordering_key, key_seq, attempts, next_attempt_at`
 
 func scanRows(rows pgx.Rows) ([]*outRow, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*outRow, error) {
