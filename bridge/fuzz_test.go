@@ -107,6 +107,14 @@ func FuzzHandler(f *testing.F) {
 	f.Add("POST", "slack", "", slackHandshake, uint8(1), int64(0))
 	f.Add("POST", "stripe", "", []byte(`{"id":"evt_1","type":"charge.succeeded"}`), uint8(1), int64(-301))
 	f.Add("PUT", "shopify", "X-Shopify-Topic: orders/create\n", []byte(`{}`), uint8(0), int64(0))
+	// Shapes the handler learned later: Svix's header names (the harness
+	// signs webhook-*; the fuzzer can rename), a free-text type, a form
+	// delivery, a repeated signature line and Slack's id-less notice.
+	f.Add("POST", "standard-webhooks", "Svix-Id: msg_1\nSvix-Timestamp: 1767225600\nSvix-Signature: v1,x\n", []byte(`{"type":"deploy:staging"}`), uint8(0), int64(0))
+	f.Add("POST", "github", "Content-Type: application/x-www-form-urlencoded\nX-GitHub-Delivery: d-2\nX-GitHub-Event: repository_dispatch\n",
+		[]byte(`payload=%7B%22action%22%3A%22deploy%3Astaging%22%7D`), uint8(1), int64(0))
+	f.Add("POST", "shopify", "X-Shopify-Webhook-Id: w-1\nX-Shopify-Topic: orders/create\nX-Shopify-Hmac-Sha256: bad\n", []byte(`{}`), uint8(0), int64(0))
+	f.Add("POST", "slack", "", []byte(`{"type":"app_rate_limited","team_id":"T1","minute_rate_limited":1767225540,"api_app_id":"A1"}`), uint8(1), int64(0))
 
 	f.Fuzz(func(t *testing.T, method, source, rawHeaders string, body []byte, sign uint8, offset int64) {
 		header := parseHeaderLines(rawHeaders)
