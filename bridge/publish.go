@@ -46,17 +46,20 @@ func (h *Handler) attemptTimeout() time.Duration {
 // It reports how many attempts were made: an ack marked duplicate after
 // more than one may be the first attempt's own message.
 func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID string) (*jetstream.PubAck, int, error) {
-	ctx, cancel := context.WithTimeout(ctx, h.opts.PublishTimeout)
-	defer cancel()
+	deadline := time.Now().Add(h.opts.PublishTimeout)
 	attempts := 0
 	var last error
-	op := func() (*jetstream.PubAck, error) {
+	try := func(ctx context.Context) (*jetstream.PubAck, error) {
 		attempts++
 		if !h.js.Conn().IsConnected() {
 			last = errNotConnected
 			return nil, last
 		}
-		actx, acancel := context.WithTimeout(ctx, h.attemptTimeout())
+		end := time.Now().Add(h.attemptTimeout())
+		if end.After(deadline) {
+			end = deadline
+		}
+		actx, acancel := context.WithDeadline(ctx, end)
 		defer acancel()
 		ack, err := h.js.PublishMsg(actx, msg,
 			jetstream.WithMsgID(msgID),
@@ -78,16 +81,38 @@ func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID 
 		}
 		return nil, err
 	}
-	ack, err := backoff.Retry(ctx, op,
-		backoff.WithBackOff(publishBackoff()),
-		backoff.WithMaxElapsedTime(h.opts.PublishTimeout))
-	if err != nil {
-		if last != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			err = fmt.Errorf("%w (the budget ran out: %w)", last, err)
-		}
-		return nil, attempts, fmt.Errorf("after %d attempt(s): %w", attempts, err)
+	// The first attempt is almost always the only one: make it without
+	// the retry machinery and its allocations.
+	ack, err := try(ctx)
+	if err == nil {
+		return ack, attempts, nil
 	}
-	return ack, attempts, nil
+	var permanent *backoff.PermanentError
+	if !errors.As(err, &permanent) {
+		bctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		b := publishBackoff()
+		if wait := b.NextBackOff(); time.Now().Add(wait).Before(deadline) {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-bctx.Done():
+			}
+			t.Stop()
+		}
+		ack, err = backoff.Retry(bctx, func() (*jetstream.PubAck, error) { return try(bctx) },
+			backoff.WithBackOff(b),
+			backoff.WithMaxElapsedTime(time.Until(deadline)))
+		if err == nil {
+			return ack, attempts, nil
+		}
+	} else {
+		err = permanent.Unwrap()
+	}
+	if last != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) && !errors.Is(last, err) {
+		err = fmt.Errorf("%w (the budget ran out: %w)", last, err)
+	}
+	return nil, attempts, fmt.Errorf("after %d attempt(s): %w", attempts, err)
 }
 
 // retryable reports whether a failed publish may succeed if tried again
