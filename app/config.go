@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
@@ -346,9 +347,23 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 			}
 		}
 		for _, t := range cc.EventTypes {
-			if !stream.ValidEventType(t) {
-				bad(key+".event_types", "%q is not a valid event type", t)
+			// The provider's own spelling ("orders/create",
+			// "deploy:staging") is accepted: subjects are derived from it
+			// the way the ingress derives them.
+			if !stream.ValidTypeSpelling(t) {
+				bad(key+".event_types", "%q must be 1-%d bytes", t, stream.MaxEventTypeBytes)
 			}
+		}
+		// 0 (unset) takes the consumer's defaults (consumer.DefaultBatchSize
+		// events, applied set-wise).
+		if cc.BatchSize < 0 || cc.BatchSize > consumer.MaxBatch {
+			bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, consumer.MaxBatch, consumer.DefaultBatchSize)
+		}
+		if cc.BatchWait < 0 {
+			bad(key+".batch_wait", "must not be negative")
+		}
+		if cc.Concurrency < 0 {
+			bad(key+".concurrency", "must not be negative")
 		}
 	}
 	return errors.Join(errs...)
