@@ -40,7 +40,13 @@ type Options struct {
 	// hookbridge.delivery_failures: redeliveries after deadlocks, lost
 	// connections, outages or ack timeouts never do; see retry.go.
 	MaxDeliver int
-	// MaxAckPending caps unacked messages in flight (default 1000).
+	// Prefetch is how many messages the consumer keeps buffered ahead of
+	// its workers (default 2 × Concurrency × BatchSize): enough to hide
+	// the pull round trip, few enough that none waits in the buffer close
+	// to AckWait.
+	Prefetch int
+	// MaxAckPending caps unacked messages in flight (default: room for
+	// the prefetch buffer and a batch per worker, at least 1000).
 	MaxAckPending int
 	// HandlerTimeout bounds one batch's transaction (default 30s).
 	HandlerTimeout time.Duration
@@ -98,8 +104,13 @@ func (o *Options) setDefaults() error {
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = DefaultMaxDeliver
 	}
+	if o.Prefetch <= 0 {
+		o.Prefetch = 2 * o.Concurrency * o.BatchSize
+	}
 	if o.MaxAckPending <= 0 {
-		o.MaxAckPending = 1000
+		// Below the buffer plus the batches in flight the server would
+		// stop delivering before the buffer is full.
+		o.MaxAckPending = max(1000, o.Prefetch+o.Concurrency*o.BatchSize)
 	}
 	if o.HandlerTimeout <= 0 {
 		o.HandlerTimeout = 30 * time.Second
@@ -177,6 +188,7 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 		concurrency: opts.Concurrency,
 		batchSize:   opts.BatchSize,
 		batchWait:   opts.BatchWait,
+		prefetch:    opts.Prefetch,
 		log:         opts.Logger,
 		process:     c.process,
 		hold:        c.gate.wait,

@@ -38,7 +38,10 @@ type runner struct {
 	concurrency int
 	batchSize   int
 	batchWait   time.Duration
-	log         *slog.Logger
+	// prefetch is how many messages to keep buffered (0: two batches per
+	// worker).
+	prefetch int
+	log      *slog.Logger
 	// process applies a batch and returns one action per message. It runs
 	// with a context that is not cancelled by shutdown, so a transaction in
 	// flight can still commit and be acked.
@@ -102,9 +105,13 @@ func refused(err error) bool {
 // closes: on shutdown (ctx cancelled, after the buffered messages were
 // applied) or because the server ended it.
 func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *pool.Pool) error {
-	// Keep at most two batches per worker buffered: enough to hide the pull
-	// round trip, few enough that none sits in the buffer close to ack_wait.
-	prefetch := 2 * r.concurrency * r.batchSize
+	// By default keep at most two batches per worker buffered: enough to
+	// hide the pull round trip, few enough that none sits in the buffer
+	// close to ack_wait.
+	prefetch := r.prefetch
+	if prefetch <= 0 {
+		prefetch = 2 * r.concurrency * r.batchSize
+	}
 	// A short pull expiry makes a lost consumer leader (a NATS node going
 	// down) noticed within seconds instead of the default 30s.
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(prefetch, prefetchBytes), jetstream.PullExpiry(5*time.Second))
