@@ -84,6 +84,13 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	if r.ContentLength > limit {
 		return nil, release, errBodyTooLarge
 	}
+	if r.ContentLength == 0 {
+		// Nothing to read, and nothing to pace: net/http is already
+		// reading the connection in the background (to notice the client
+		// leave), and a rate deadline set now would end that read a few
+		// seconds in and cancel the request's context mid-publish.
+		return []byte{}, release, nil
+	}
 	// One byte more than the declared length, so EOF is seen without a
 	// reallocation; a chunked body starts small and grows.
 	want := int64(4 << 10)
