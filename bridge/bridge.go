@@ -51,10 +51,11 @@ type Options struct {
 	// [DefaultMaxBodyBytes]). The NATS server's max_payload must be at
 	// least [RequiredMaxPayload] of it; New refuses otherwise.
 	MaxBodyBytes int64
-	// PublishTimeout bounds the wait for JetStream's ack, retries
-	// included (default 5s): a publish nobody answered (a stream leader
-	// election, a reconnect) is tried again with the same Nats-Msg-Id
-	// until it is stored or the budget is spent.
+	// PublishTimeout bounds all a request waits on JetStream for
+	// (default 5s): the publish with its retries and, for a repeated id,
+	// reading the original and recording a conflict. A publish nobody
+	// answered (a stream leader election, a reconnect) is tried again
+	// with the same Nats-Msg-Id until it is stored or the budget is spent.
 	PublishTimeout time.Duration
 	// RetryAfter is sent with 503 answers (default 5s).
 	RetryAfter time.Duration
@@ -302,7 +303,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	sumHex := hex.EncodeToString(sum[:])
 	msg := hookMsg(src.Name, id, typ, media, sumHex, received, body)
 
-	ack, attempts, err := h.publish(r.Context(), msg, stream.Hooks, stream.MsgID(src.Name, id))
+	// One budget for everything this request waits on JetStream for: the
+	// publish with its retries, and for a repeat the read of the original
+	// and the conflict record. A fresh budget per step would let a leader
+	// election that holds up several streams at once stretch the answer
+	// to a multiple of PublishTimeout, past what senders wait for.
+	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
+	defer cancel()
+	ack, attempts, err := h.publish(ctx, msg, stream.Hooks, stream.MsgID(src.Name, id))
 	if err != nil {
 		reason := "broker unavailable"
 		if refusal := storageRefusal(err); refusal != "" {
@@ -316,8 +324,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
-	defer cancel()
 	// JetStream dropped the publish as a repeat of the message at
 	// ack.Sequence. Same bytes: a harmless retry. Different bytes: a
 	// conflict, which must be recorded rather than silently dropped.

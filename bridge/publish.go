@@ -42,11 +42,15 @@ func (h *Handler) attemptTimeout() time.Duration {
 }
 
 // publish publishes msg to streamName with de-duplication id msgID,
-// retrying retryable failures until the PublishTimeout budget is spent.
+// retrying retryable failures until the PublishTimeout budget (or ctx's
+// deadline, if sooner) is spent.
 // It reports how many attempts were made: an ack marked duplicate after
 // more than one may be the first attempt's own message.
 func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID string) (*jetstream.PubAck, int, error) {
 	deadline := time.Now().Add(h.opts.PublishTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d // the request's budget, part of which is spent
+	}
 	attempts := 0
 	var last error
 	try := func(ctx context.Context) (*jetstream.PubAck, error) {
