@@ -16,10 +16,12 @@ import (
 // slow senders from hurting anyone else:
 //
 //   - memory: every byte of body buffer is reserved against
-//     MaxBodyMemory before it is allocated (the declared Content-Length
-//     at once, a chunked body as its buffer grows); a request that would
-//     go over is answered 503 overloaded. So bodies being read or held
-//     never take more than MaxBodyMemory, however many senders there are.
+//     MaxBodyMemory before it is allocated, and the buffer grows (doubling,
+//     up to the declared Content-Length) only as the body arrives; a
+//     request that would go over is answered 503 overloaded. So bodies
+//     being read or held never take more than MaxBodyMemory, however many
+//     senders there are, and a sender holds about twice what it has sent,
+//     never what it merely declared.
 //   - time: the body must keep arriving at MinBodyRate after a grace
 //     period (a read deadline on the connection, moved forward as bytes
 //     come), and within the server's ReadTimeout in any case. A trickling
@@ -34,6 +36,10 @@ const DefaultMinBodyRate = 16 << 10
 // BodyReadGrace is the time a body may take before MinBodyRate applies,
 // plus the time for its first 32 KiB at that rate.
 const BodyReadGrace = 2 * time.Second
+
+// bodyFirstChunk is the first buffer of a body with a declared length:
+// most webhook bodies fit, so they are read with one allocation.
+const bodyFirstChunk = 32 << 10
 
 // bodyRateSlack is how many bytes ahead of the rate the deadline is set,
 // so a sender that writes in bursts is not cut off between them.
@@ -91,13 +97,18 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 		// seconds in and cancel the request's context mid-publish.
 		return []byte{}, release, nil
 	}
-	// One byte more than the declared length, so EOF is seen without a
-	// reallocation; a chunked body starts small and grows.
+	// The buffer ends one byte past the declared length, so EOF is seen
+	// without a reallocation, but it grows to that size only as bytes
+	// come: a declared length is a promise, and reserving it at once
+	// would let senders who never keep it fill the budget with promises.
+	// A chunked body starts small and grows up to the limit.
+	target := limit + 1
 	want := int64(4 << 10)
 	if r.ContentLength >= 0 {
-		want = r.ContentLength + 1
+		target = min(r.ContentLength+1, limit+1)
+		want = bodyFirstChunk
 	}
-	want = min(want, limit+1)
+	want = min(want, target)
 	if !h.bodies.reserve(want) {
 		return nil, release, errBodyMemory
 	}
@@ -108,7 +119,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	rd := http.MaxBytesReader(w, r.Body, limit)
 	for {
 		if len(buf) == cap(buf) {
-			grow := min(int64(cap(buf)), limit+1-int64(cap(buf)))
+			grow := min(int64(cap(buf)), target-int64(cap(buf)))
 			if grow <= 0 {
 				grow = 1 // MaxBytesReader reports the overflow on this read
 			}
