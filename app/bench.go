@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/loadgen"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -25,7 +26,7 @@ import (
 // BenchCmd drives load at hookbridge and measures it; see
 // docs/PERFORMANCE.md.
 type BenchCmd struct {
-	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog) or suite (all of them, repeated, with ratios and targets)." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite" default:"pipeline"`
+	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog), suite (all of them, repeated, with ratios and targets) or external (hookbridge serve with the default configuration and a nats-server, each in a process of its own, against the floor and raw commits, repeated; --soak runs it at a steady rate and samples both processes' memory). nats-server runs only the server the external modes start." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite,external,nats-server" default:"pipeline"`
 
 	URL    string `help:"Base URL of a running hookbridge (pipeline mode). Empty starts one in-process with an embedded JetStream in a temporary directory and a fresh database created on --database-url's server and dropped afterwards."`
 	Secret string `help:"Signing secret of --source (with --url; default: the source's configured secret)."`
@@ -52,6 +53,10 @@ type BenchCmd struct {
 	E2EBatch      int           `name:"e2e-batch" help:"Suite e2e stage batch size." default:"32"`
 	QuietBelow    float64       `name:"quiet-below" help:"Before the run (suite: before each step) wait until the machine's CPUs are less than this fraction busy (0 = do not wait), e.g. 0.15 on a shared machine."`
 	QuietMaxWait  time.Duration `name:"quiet-max-wait" help:"Longest wait for a quiet machine." default:"10m"`
+
+	Soak       time.Duration `help:"Soak: instead of the external rounds, send --rate events/s (default 1000) for this long through serve in its own process and sample its and nats-server's RSS every --soak-sample."`
+	SoakSample time.Duration `name:"soak-sample" help:"RSS sampling interval of --soak." default:"5s"`
+	NATSStore  string        `name:"nats-store" help:"Store directory of --mode nats-server." hidden:""`
 
 	JSON       bool   `name:"json" help:"Print the result as JSON instead of a table."`
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
@@ -140,6 +145,31 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			if err == nil && !d.Check.OK {
 				err = errors.New("bench: the exactly-once count check failed")
 			}
+		}
+	case "nats-server":
+		if c.NATSStore == "" {
+			return errors.New("bench: --mode nats-server needs --nats-store")
+		}
+		return loadgen.ServeNATS(ctx, c.NATSStore, bridge.RequiredMaxPayload(cfg.MaxBodyBytes), rt.stdout)
+	case "external":
+		exe, exeErr := os.Executable()
+		if exeErr != nil {
+			return fmt.Errorf("bench: find the hookbridge binary: %w", exeErr)
+		}
+		if c.Soak > 0 {
+			var r *loadgen.SoakResult
+			r, err = loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
+				Concurrency: c.Concurrency, Sample: c.SoakSample, Progress: progress})
+			if r != nil {
+				out = r
+			}
+			break
+		}
+		var s *loadgen.SuiteResult
+		s, err = loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, AdminURL: adminURL, Rounds: c.Repeat,
+			Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, Progress: progress})
+		if s != nil {
+			out = s
 		}
 	case "suite":
 		var s *loadgen.SuiteResult
@@ -399,6 +429,8 @@ func isNil(v any) bool {
 	case *loadgen.Result:
 		return x == nil
 	case *loadgen.SuiteResult:
+		return x == nil
+	case *loadgen.SoakResult:
 		return x == nil
 	}
 	return false

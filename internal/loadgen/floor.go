@@ -78,7 +78,11 @@ func (e *jetStreamEnv) close() {
 type Floor struct {
 	URL string
 	env *jetStreamEnv
-	srv *http.Server
+	js  jetstream.JetStream
+	// subjectRoot is the first token of the subjects it publishes on.
+	subjectRoot string
+	closeNATS   func()
+	srv         *http.Server
 }
 
 // StartFloor starts a floor server on a loopback port.
@@ -87,12 +91,48 @@ func StartFloor(ctx context.Context) (*Floor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return listenFloor(&Floor{env: env, js: env.js, subjectRoot: stream.HooksRoot, closeNATS: env.close})
+}
+
+// floorStream is the stream the floor publishes to on an external server:
+// HOOKS's configuration under a name and subjects of its own, so it can
+// share a server with a hookbridge.
+const floorStream = "HOOKBRIDGE_BENCH_FLOOR"
+
+// StartFloorOn starts a floor server that publishes to the NATS server at
+// natsURL (over TCP, as `hookbridge serve` does to an external server),
+// into a stream with HOOKS's configuration; Close deletes it.
+func StartFloorOn(ctx context.Context, natsURL string) (*Floor, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("hookbridge-bench-floor"))
 	if err != nil {
-		env.close()
+		return nil, fmt.Errorf("floor: connect %s: %w", natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
 		return nil, err
 	}
-	f := &Floor{URL: "http://" + ln.Addr().String(), env: env}
+	cfg := stream.HooksConfig(stream.Options{})
+	cfg.Name, cfg.Subjects = floorStream, []string{"floor.>"}
+	if _, err := stream.Ensure(ctx, js, cfg); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return listenFloor(&Floor{js: js, subjectRoot: "floor", closeNATS: func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, floorStream)
+		nc.Close()
+	}})
+}
+
+func listenFloor(f *Floor) (*Floor, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.closeNATS()
+		return nil, err
+	}
+	f.URL = "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /webhooks/{source}", f.serve)
 	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -107,9 +147,9 @@ func (f *Floor) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	source := r.PathValue("source")
-	msg := nats.NewMsg(stream.HooksRoot + "." + source + ".floor")
+	msg := nats.NewMsg(f.subjectRoot + "." + source + ".floor")
 	msg.Data = body
-	ack, err := f.env.js.PublishMsg(r.Context(), msg,
+	ack, err := f.js.PublishMsg(r.Context(), msg,
 		jetstream.WithMsgID(stream.MsgID(source, r.Header.Get(verify.StandardHeaderID))))
 	if err != nil {
 		http.Error(w, "publish", http.StatusServiceUnavailable)
@@ -125,7 +165,7 @@ func (f *Floor) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := f.srv.Shutdown(ctx)
-	f.env.close()
+	f.closeNATS()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

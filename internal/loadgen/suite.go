@@ -435,26 +435,30 @@ func (s *suite) e2e(ctx context.Context) error {
 	return nil
 }
 
-func (s *suite) ratios() {
-	add := func(of, to, target string, met func(float64) bool) {
-		a, b := s.by[of], s.by[to]
-		if a == nil || b == nil || len(a.Values) != len(b.Values) {
-			return
-		}
-		r := &Ratio{Name: of + " / " + to, Of: of, To: to, Target: target}
-		for i := range a.Values {
-			if b.Values[i] > 0 {
-				r.PerRound = append(r.PerRound, a.Values[i]/b.Values[i])
-			}
-		}
-		r.Median = Median(r.PerRound)
-		if met != nil {
-			ok := met(r.Median)
-			r.Met = &ok
-			s.res.Targets = append(s.res.Targets, Target{Name: r.Name, Goal: target, Value: r.Median, Met: ok})
-		}
-		s.res.Ratios = append(s.res.Ratios, r)
+// ratio adds the per-round ratio of two measurements and, with met, a
+// target on its median.
+func (s *suite) ratio(of, to, target string, met func(float64) bool) {
+	a, b := s.by[of], s.by[to]
+	if a == nil || b == nil || len(a.Values) != len(b.Values) {
+		return
 	}
+	r := &Ratio{Name: of + " / " + to, Of: of, To: to, Target: target}
+	for i := range a.Values {
+		if b.Values[i] > 0 {
+			r.PerRound = append(r.PerRound, a.Values[i]/b.Values[i])
+		}
+	}
+	r.Median = Median(r.PerRound)
+	if met != nil {
+		ok := met(r.Median)
+		r.Met = &ok
+		s.res.Targets = append(s.res.Targets, Target{Name: r.Name, Goal: target, Value: r.Median, Met: ok})
+	}
+	s.res.Ratios = append(s.res.Ratios, r)
+}
+
+func (s *suite) ratios() {
+	add := s.ratio
 	add(mIngress, mFloor, "≥ 0.85", func(v float64) bool { return v >= 0.85 })
 	add(mIngressCPU, mFloorCPU, "", nil)
 	add(mIngress, mPubSync, "", nil)

@@ -1,0 +1,59 @@
+package loadgen_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookbridge/hookbridge/internal/loadgen"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+// hookbridgeBinary builds cmd/hookbridge for the modes that run serve and
+// nats-server as processes of their own.
+func hookbridgeBinary(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "hookbridge")
+	out, err := exec.Command("go", "build", "-o", exe, "github.com/hookbridge/hookbridge/cmd/hookbridge").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build hookbridge: %v\n%s", err, out)
+	}
+	return exe
+}
+
+// TestExternalModesSmall runs one small round of the external
+// measurement (serve and nats-server in processes of their own, the floor
+// on its own nats-server, raw commits) and a short soak.
+func TestExternalModesSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs processes")
+	}
+	t.Parallel()
+	exe := hookbridgeBinary(t)
+	c := ctx(t)
+	res, err := loadgen.RunExternal(c, loadgen.ExternalOptions{Exe: exe, AdminURL: testenv.AdminURL(), Rounds: 1, Concurrency: 4, Total: 300, PGTotal: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 {
+		t.Fatalf("failures: %v", res.Failures)
+	}
+	var out strings.Builder
+	res.Print(&out)
+	for _, want := range []string{"floor HTTP→publish (own nats-server)", "hookbridge CPU per event", "postgres CPU per event",
+		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+
+	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, AdminURL: testenv.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(soak.Samples) < 6 || soak.Samples[0].ServeRSSKB <= 0 || soak.Samples[0].NATSRSSKB <= 0 || soak.Load.Accepted != 400 {
+		t.Fatalf("soak: %d samples, first %+v, accepted %d", len(soak.Samples), soak.Samples[0], soak.Load.Accepted)
+	}
+}
