@@ -67,7 +67,8 @@ type Options struct {
 	// MaxBodyMemory bounds the bytes of all bodies being read or held at
 	// once (default MaxInFlight × MaxBodyBytes with the default
 	// MaxInFlight, the bound bodies had before; negative means no bound).
-	// A body that would go over it is answered 503 overloaded.
+	// A body that would go over it is answered 503 overloaded. It must
+	// hold one body at MaxBodyBytes plus a byte; New refuses less.
 	MaxBodyMemory int64
 	// MinBodyRate is the slowest body upload accepted, in bytes per
 	// second, after [BodyReadGrace] (default [DefaultMinBodyRate];
@@ -148,6 +149,12 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	}
 	if opts.MaxBodyMemory == 0 {
 		opts.MaxBodyMemory = DefaultMaxInFlight * opts.MaxBodyBytes
+	}
+	if opts.MaxBodyMemory > 0 && opts.MaxBodyMemory < opts.MaxBodyBytes+1 {
+		// A body at the limit needs its bytes plus one (to see EOF); with
+		// less, every such body would be answered 503 and retried forever.
+		return nil, fmt.Errorf("max body memory %d cannot hold one body of max_body_bytes %d: it needs at least %d",
+			opts.MaxBodyMemory, opts.MaxBodyBytes, opts.MaxBodyBytes+1)
 	}
 	if opts.MinBodyRate == 0 {
 		opts.MinBodyRate = DefaultMinBodyRate

@@ -156,7 +156,9 @@ func TestMaxInFlightNegativeIsUnbounded(t *testing.T) {
 func TestBodyMemoryBound(t *testing.T) {
 	t.Parallel()
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	in := newIngress(t, bridge.Options{MaxBodyMemory: 10000}, sc.source(t))
+	// MaxBodyBytes below the budget: New refuses a budget that cannot
+	// hold one body at the limit.
+	in := newIngress(t, bridge.Options{MaxBodyBytes: 9999, MaxBodyMemory: 10000}, sc.source(t))
 	first := hold(t, in, sc, "evt-1")
 	second := hold(t, in, sc, "evt-2")
 	h, _, _ := sc.sample("evt-3")
