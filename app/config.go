@@ -23,6 +23,23 @@ import (
 // unset. It is public: serve warns loudly when it is in use.
 const DevSecret = "whsec_ZGV2LXNlY3JldC1kby1ub3QtdXNlLWluLXByb2R1Y3Rpb24="
 
+// DefaultInboxRetention is how long inbox rows are kept by default. An
+// inbox row is what makes a repeat of its event a duplicate once the
+// message has left HOOKS (streams.max_age), so it must outlive every
+// resend a provider may still make: automatic retries end within 3 days
+// at GitHub, Stripe and Shopify, and Stripe resends events by hand up to
+// 30 days back. At about 230 bytes per row that is ~20 GB per day per
+// 1,000 events/s, ~600 GB in all; kept forever it grew without bound.
+const DefaultInboxRetention = 30 * 24 * time.Hour
+
+// InboxRetentionOrDefault is the effective inbox retention (0: keep).
+func (c *Config) InboxRetentionOrDefault() time.Duration {
+	if c.InboxRetention != nil {
+		return *c.InboxRetention
+	}
+	return max(DefaultInboxRetention, stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge)
+}
+
 // DefaultDatabaseURL is used when no database is configured anywhere.
 const DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
@@ -35,8 +52,10 @@ type Config struct {
 	DataDir      string `yaml:"data_dir"`
 	MaxBodyBytes int64  `yaml:"max_body_bytes"`
 	MaxInFlight  int    `yaml:"max_in_flight"`
-	// InboxRetention deletes inbox rows older than this (0 keeps them).
-	InboxRetention time.Duration `yaml:"inbox_retention"`
+	// InboxRetention deletes inbox rows older than this; unset:
+	// [DefaultInboxRetention] (or streams.max_age when that is longer);
+	// 0 keeps them forever.
+	InboxRetention *time.Duration `yaml:"inbox_retention"`
 	MetricsAddr    string        `yaml:"metrics_addr"`
 	LogFormat      string        `yaml:"log_format"` // text or json
 	LogLevel       string        `yaml:"log_level"`  // debug, info, warn, error
@@ -258,13 +277,14 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must be positive")
 	}
-	if c.InboxRetention < 0 {
+	retention := c.InboxRetentionOrDefault()
+	if retention < 0 {
 		bad("inbox_retention", "must not be negative (0 keeps inbox rows)")
 	}
-	if maxAge := stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge; c.InboxRetention > 0 && c.InboxRetention < maxAge {
+	if maxAge := stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge; retention > 0 && retention < maxAge {
 		// A message still in HOOKS can be redelivered or replayed; without
 		// its inbox row it would be applied a second time.
-		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", c.InboxRetention, maxAge)
+		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", retention, maxAge)
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestExampleConfigLoads(t *testing.T) {
@@ -88,6 +89,36 @@ func TestDatabaseURLFallbacks(t *testing.T) {
 		cfg.ApplyEnv(mapEnv(c.env))
 		if got := cfg.PoolURL(); got != c.want {
 			t.Errorf("env %v: url %q, want %q", c.env, got, c.want)
+		}
+	}
+}
+
+// TestInboxRetentionDefault: unset, inbox rows are kept 30 days (or
+// streams.max_age when longer); an explicit 0 keeps them forever.
+func TestInboxRetentionDefault(t *testing.T) {
+	t.Parallel()
+	cases := map[string]time.Duration{
+		"":                             DefaultInboxRetention,
+		"inbox_retention: 0s\n":        0,
+		"inbox_retention: 96h\n":       96 * time.Hour,
+		"streams:\n  max_age: 1000h\n": 1000 * time.Hour,
+		"streams:\n  max_age: 24h\n":   DefaultInboxRetention,
+	}
+	for yaml, want := range cases {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.ApplyEnv(mapEnv(nil))
+		if err := cfg.Validate(mapEnv(nil), BuiltinHandlers()); err != nil {
+			t.Fatalf("config %q: %v", yaml, err)
+		}
+		if got := cfg.InboxRetentionOrDefault(); got != want {
+			t.Errorf("config %q: inbox retention %s, want %s", yaml, got, want)
 		}
 	}
 }

@@ -311,9 +311,9 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
 		s.goRole(group, "conflict recorder", rec.Run)
-		if s.cfg.InboxRetention > 0 {
+		if retention := s.cfg.InboxRetentionOrDefault(); retention > 0 {
 			s.goRole(group, "inbox retention", func(ctx context.Context) error {
-				return consumer.RunInboxRetention(ctx, s.pool, s.cfg.InboxRetention, time.Hour, s.log)
+				return consumer.RunInboxRetention(ctx, s.pool, retention, time.Hour, s.log)
 			})
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ExternalOptions configure [RunExternal]: `hookbridge serve` in a process
@@ -82,6 +83,9 @@ const (
 	xServeRSSPeak   = "hookbridge RSS peak (max run)"
 	xNATSRSSPeak    = "nats-server RSS peak (max run)"
 	xMachineBusyMax = "machine busy during the max run"
+	xHooksBytes     = "HOOKS bytes per message"
+	xInboxBytes     = "inbox bytes per row (with indexes)"
+	xOutboxBytes    = "outbox bytes per row (with indexes)"
 )
 
 // RunExternal runs the rounds and returns the medians, ratios and targets.
@@ -272,6 +276,41 @@ type ExternalRun struct {
 	NATSCPUPerEventUs     float64 `json:"nats_cpu_per_event_us"`
 	ServeRSS              RSS     `json:"serve_rss"`
 	NATSRSS               RSS     `json:"nats_rss"`
+	// Storage is what the run left on disk, per event.
+	Storage *Storage `json:"storage,omitempty"`
+}
+
+// Storage is the space one event takes where hookbridge keeps it.
+type Storage struct {
+	// HooksBytesPerMsg is HOOKS's stored bytes per message (JetStream's
+	// own accounting: body, headers, subject, per-message overhead).
+	HooksBytesPerMsg float64 `json:"hooks_bytes_per_msg"`
+	// InboxBytesPerRow and OutboxBytesPerRow are the tables' total size
+	// (heap, indexes, TOAST) per row.
+	InboxBytesPerRow  float64 `json:"inbox_bytes_per_row"`
+	OutboxBytesPerRow float64 `json:"outbox_bytes_per_row"`
+}
+
+// measureStorage reads the sizes once the run's events are in.
+func measureStorage(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream) (*Storage, error) {
+	st := &Storage{}
+	s, err := js.Stream(ctx, "HOOKS")
+	if err != nil {
+		return nil, fmt.Errorf("stream HOOKS: %w", err)
+	}
+	if info := s.CachedInfo(); info.State.Msgs > 0 {
+		st.HooksBytesPerMsg = float64(info.State.Bytes) / float64(info.State.Msgs)
+	}
+	for table, dst := range map[string]*float64{"hookbridge.inbox": &st.InboxBytesPerRow, "hookbridge.outbox": &st.OutboxBytesPerRow} {
+		var size, rows int64
+		if err := pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass), (SELECT count(*) FROM `+table+`)`, table).Scan(&size, &rows); err != nil {
+			return nil, fmt.Errorf("size of %s: %w", table, err)
+		}
+		if rows > 0 {
+			*dst = float64(size) / float64(rows)
+		}
+	}
+	return st, nil
 }
 
 // allRoles runs total events at rate (0: closed loop) through serve with
@@ -329,6 +368,13 @@ func (x *external) allRoles(ctx context.Context, rate float64) (*ExternalRun, er
 	if r.Check == nil || !r.Check.OK {
 		return run, fmt.Errorf("count check failed: %s", r.Check)
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return run, err
+	}
+	if run.Storage, err = measureStorage(ctx, pool, js); err != nil {
+		return run, err
+	}
 	return run, nil
 }
 
@@ -354,6 +400,11 @@ func (x *external) maxAndHalf(ctx context.Context) error {
 	x.s.record(xServeRSSPeak, "MiB", float64(m.ServeRSS.PeakKB)/1024)
 	x.s.record(xNATSRSSPeak, "MiB", float64(m.NATSRSS.PeakKB)/1024)
 	x.s.record(xMachineBusyMax, "% CPU", 100*m.MachineBusy)
+	if st := m.Storage; st != nil {
+		x.s.record(xHooksBytes, "B/msg", st.HooksBytesPerMsg)
+		x.s.record(xInboxBytes, "B/row", st.InboxBytesPerRow)
+		x.s.record(xOutboxBytes, "B/row", st.OutboxBytesPerRow)
+	}
 	if x.o.NoHalf || m.AppliedFromFirstSend <= 0 {
 		return nil
 	}
