@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
@@ -177,4 +179,82 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 	}
 	t.Logf("%d accepted in all (%d refused while Postgres was down); HOOKS now seq %d–%d, %d bytes",
 		len(accepted), refused, info.State.FirstSeq, info.State.LastSeq, info.State.Bytes)
+}
+
+// TestFullServerStoreRecovers runs serve against a NATS server whose whole
+// JetStream store is 512 KiB: no stream limit is reached, the server
+// refuses with "insufficient resources", which only the ingress's refused
+// publishes show. Readiness must turn red; once the consumers have applied
+// the backlog (after a restart with Postgres back), a refused delivery
+// makes the guard trim what every consumer has acked, and deliveries are
+// accepted again; every 202 is applied (rows counted).
+func TestFullServerStoreRecovers(t *testing.T) {
+	t.Parallel()
+	opts := &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		JetStreamMaxStore: 512 << 10, JetStreamMaxMemory: 1 << 20}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	start := func(dbURL string) *runningServer {
+		cfg := testConfig(t, BuiltinHandlers(), func(c *Config) { c.NATSURL, c.DatabaseURL = ns.ClientURL(), dbURL })
+		srv, err := NewServer(cfg, BuiltinHandlers(), nil, quietLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.guardInterval = 50 * time.Millisecond
+		return startPrepared(t, srv)
+	}
+
+	first := start(unreachableDB)
+	accepted, refused := fillHooks(t, first.addr, "before", 500)
+	if refused == 0 {
+		t.Fatalf("all %d accepted: the store did not fill", len(accepted))
+	}
+	if got := readyStatus(t, first.addr, "?role=ingress"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz?role=ingress = %d while the store refuses, want 503", got)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	db := testenv.Postgres(t)
+	second := start(db.URL)
+	testenv.Eventually(t, 30*time.Second, "the backlog applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
+	})
+	for i := range 200 {
+		id := fmt.Sprintf("after-%d", i)
+		for attempt := 0; ; attempt++ {
+			code, _ := postPadded(t, second.addr, id)
+			if code == http.StatusAccepted {
+				accepted = append(accepted, id)
+				break
+			}
+			if code != http.StatusServiceUnavailable || attempt == 200 {
+				t.Fatalf("%s: status %d after %d attempts", id, code, attempt+1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != len(accepted) {
+		t.Fatalf("inbox rows = %d, want %d", n, len(accepted))
+	}
+	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
+		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
+	}
+	info := streamInfo(t, second.js, stream.Hooks)
+	t.Logf("%d accepted (%d refused while the store was full); HOOKS now seq %d–%d", len(accepted), refused, info.State.FirstSeq, info.State.LastSeq)
+	if info.State.FirstSeq == 1 {
+		t.Fatal("HOOKS was never trimmed")
+	}
 }

@@ -189,6 +189,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		if err != nil {
 			return err
 		}
+		// A refused publish is the only sign of a full server store; it
+		// makes the guard trim and readiness red.
+		guard.refused = h.PublishHealth
 		mux.Handle(bridge.Pattern, s.traceReceive(h))
 	}
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)

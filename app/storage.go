@@ -48,10 +48,6 @@ type storeGuard struct {
 	refused  func() error
 	interval time.Duration
 
-	// answered is the ingress refusal the last trim made room for (only
-	// the run goroutine uses it).
-	answered *error
-
 	hooksFull  atomic.Pointer[error]
 	eventsFull atomic.Pointer[error]
 	limiter    logLimiter
@@ -84,12 +80,6 @@ func (g *storeGuard) check(ctx context.Context) error {
 	var refused error
 	if g.refused != nil {
 		refused = g.refused()
-		if refused != nil && g.answered != nil && errors.Is(refused, *g.answered) {
-			// The refusal a trim already made room for: no publish has
-			// tried since (a load balancer may hold traffic back while
-			// readiness is red), so it says nothing about now.
-			refused = nil
-		}
 	}
 	if refused != nil || aboveHighWater(info) {
 		trimmed, err := g.trim(ctx, hooks, info, refused != nil)
@@ -100,42 +90,45 @@ func (g *storeGuard) check(ctx context.Context) error {
 			if info, err = hooks.Info(ctx); err != nil {
 				return fmt.Errorf("stream %s: %w", stream.Hooks, err)
 			}
-			// The refusal reported by the ingress is about the past now:
-			// there is room again, or the next refused publish says so.
-			if refused != nil {
-				answered := refused
-				g.answered = &answered
-			}
-			refused = nil
 		}
 	}
-	hooksErr := refused
-	if hooksErr == nil {
-		hooksErr = atLimit(info)
-	}
-	g.record(&g.hooksFull, info, hooksErr)
+	// The ingress's refusal clears itself (on the next stored publish, or
+	// once its probe sees room again); readiness asks it directly.
+	g.record(&g.hooksFull, info, atLimit(info), refused != nil)
 
 	events, err := g.js.Stream(ctx, stream.Events)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
-	g.record(&g.eventsFull, events.CachedInfo(), atLimit(events.CachedInfo()))
+	g.record(&g.eventsFull, events.CachedInfo(), atLimit(events.CachedInfo()), false)
 	return nil
 }
 
-func (g *storeGuard) record(dst *atomic.Pointer[error], info *jetstream.StreamInfo, full error) {
+// record keeps full for readiness and updates the stream's gauges
+// (refused: the ingress's publishes are refused, which counts as full).
+func (g *storeGuard) record(dst *atomic.Pointer[error], info *jetstream.StreamInfo, full error, refused bool) {
 	if full == nil {
 		dst.Store(nil)
 	} else {
 		dst.Store(&full)
 	}
 	if g.m != nil {
-		g.m.StreamState(info.Config.Name, info.State.Bytes, info.Config.MaxBytes, full != nil)
+		g.m.StreamState(info.Config.Name, info.State.Bytes, info.Config.MaxBytes, full != nil || refused)
 	}
 }
 
-// hooksRoom is nil while HOOKS takes new messages, as of the last check.
-func (g *storeGuard) hooksRoom(context.Context) error { return loadErr(&g.hooksFull) }
+// hooksRoom is nil while HOOKS takes new deliveries: the ingress's
+// publishes are not being refused, and at the last check the stream had
+// room for another message of the usual size (which also covers a
+// restart with a full stream, before any delivery was tried).
+func (g *storeGuard) hooksRoom(context.Context) error {
+	if g.refused != nil {
+		if err := g.refused(); err != nil {
+			return err
+		}
+	}
+	return loadErr(&g.hooksFull)
+}
 
 // eventsRoom is nil while EVENTS takes new messages, as of the last check.
 func (g *storeGuard) eventsRoom(context.Context) error { return loadErr(&g.eventsFull) }
