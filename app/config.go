@@ -54,12 +54,12 @@ type Config struct {
 	MaxInFlight  int    `yaml:"max_in_flight"`
 	// InboxRetention deletes inbox rows older than this; unset:
 	// [DefaultInboxRetention] (or streams.max_age when that is longer);
-	// 0 keeps them forever.
+	// 0 ("0s" in YAML) keeps them forever.
 	InboxRetention *time.Duration `yaml:"inbox_retention"`
-	MetricsAddr    string        `yaml:"metrics_addr"`
-	LogFormat      string        `yaml:"log_format"` // text or json
-	LogLevel       string        `yaml:"log_level"`  // debug, info, warn, error
-	Streams        StreamsConfig `yaml:"streams"`
+	MetricsAddr    string         `yaml:"metrics_addr"`
+	LogFormat      string         `yaml:"log_format"` // text or json
+	LogLevel       string         `yaml:"log_level"`  // debug, info, warn, error
+	Streams        StreamsConfig  `yaml:"streams"`
 	Sources        []SourceConfig
 	Consumers      []ConsumerConfig
 	Relay          RelayConfig `yaml:"relay"`
