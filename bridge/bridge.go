@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -243,7 +244,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	name := r.PathValue("source")
 	reply := func(code int, body Response, reason string) result {
 		if code == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", strconv.Itoa(int(h.opts.RetryAfter.Seconds())))
+			// Whole seconds, rounded up: "0" would invite an immediate retry.
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(h.opts.RetryAfter.Seconds()))))
 		}
 		writeJSON(w, code, body)
 		return result{source: name, code: code, body: body, reason: reason}
