@@ -21,6 +21,11 @@ const MaxBatch = 1024
 // from the measurements in docs/PERFORMANCE.md.
 const DefaultBatchSize = 256
 
+// DefaultBatchWait is the batch wait when the options give none: short,
+// so that a low rate never waits for a batch to fill; measured in
+// docs/PERFORMANCE.md (p99 at 250 events/s below batch size 1's).
+const DefaultBatchWait = time.Millisecond
+
 // maxSavepointBatch caps the batches the savepoint path applies: each
 // event there is a subtransaction, and Postgres caches 64 per backend;
 // past that every snapshot has to consult pg_subtrans and throughput

@@ -29,7 +29,10 @@ type Options struct {
 	// [DefaultBatchSize], at most [MaxBatch]). 1 applies every event in a
 	// transaction of its own.
 	BatchSize int
-	// BatchWait is how long to wait to fill a batch (default 5ms).
+	// BatchWait is how long a batch waits, from its first message, to
+	// fill (default [DefaultBatchWait]). Under load it hardly matters:
+	// while every worker is busy the buffer fills, and the next batch
+	// takes what is there at once.
 	BatchWait time.Duration
 	// AckWait is how long JetStream waits for an ack before redelivering
 	// (default 30s). Long applies send in-progress acks.
@@ -96,7 +99,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("consumer %s: batch size %d exceeds %d", o.Name, o.BatchSize, MaxBatch)
 	}
 	if o.BatchWait <= 0 {
-		o.BatchWait = 5 * time.Millisecond
+		o.BatchWait = DefaultBatchWait
 	}
 	if o.AckWait <= 0 {
 		o.AckWait = 30 * time.Second

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,20 +42,31 @@ const clearFailuresSetSQL = `
 const countTimeout = 5 * time.Second
 
 // countFailure adds one failure to the message's counter and returns the
-// new count.
+// new count, or 0 when the message was settled meanwhile by another
+// delivery of it (applied, or dead-lettered): two deliveries of one
+// message can be in flight at once after an ack_wait expiry, and a
+// counter created after the other one's dead letter deleted it would
+// stay forever.
 func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var n int
 	err := pool.QueryRow(ctx, `
 		INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
-		VALUES ($1, $2, $3, $4, 1, $5)
+		SELECT $1, $2, $3, $4, 1, $5
+		WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
+		                  WHERE d.consumer = $1 AND d.source = $2 AND d.event_id = $3 AND d.stream_seq = $4)
+		  AND NOT EXISTS (SELECT 1 FROM hookbridge.inbox i
+		                  WHERE i.consumer = $1 AND i.source = $2 AND i.event_id = $3 AND i.stream_seq = $4)
 		ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
 			SET failures = delivery_failures.failures + 1,
 			    last_error = EXCLUDED.last_error,
 			    updated_at = now()
 		RETURNING failures`,
 		consumer, ev.Source, ev.ID, int64(ev.StreamSeq), ShortError(cause.Error())).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}

@@ -175,6 +175,12 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 			append(attrs, "count_err", ShortError(cerr.Error()), "retry_in", retry.delay)...)
 		return retry
 	}
+	if n == 0 {
+		// Another delivery of this message applied or dead-lettered it;
+		// the server ignores a nak of a settled message.
+		c.opts.Logger.Debug("event failed after another delivery settled it", attrs...)
+		return retry
+	}
 	attrs = append(attrs, "failures", n)
 	if n >= c.opts.MaxDeliver {
 		return c.deadLetter(ctx, ev, ReasonMaxDeliver, err)
