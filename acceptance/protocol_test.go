@@ -293,10 +293,6 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"data":{}}`))
 			return req
 		}, http.StatusBadRequest},
-		{"wildcard type", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"type":"order.>"}`))
-			return req
-		}, http.StatusBadRequest},
 		{"too large", func() *http.Request {
 			big := []byte(`{"type":"order.created","pad":"` + strings.Repeat("x", 2<<20) + `"}`)
 			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), big)
@@ -320,6 +316,39 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 	if n := p.js.StreamMsgs(t, stream.Hooks); n != 0 {
 		t.Fatalf("HOOKS holds %d messages after refusals, want 0", n)
 	}
+	p.waitCounts(counts{})
+}
+
+// TestWildcardTypeIsEscapedNotApplied: a free-text type that spells a
+// subject wildcard is stored (providers send free text, and a 400 would be
+// a lost delivery) on an escaped subject that no consumer filter for
+// another type matches, so the orders consumer never applies it.
+func TestWildcardTypeIsEscapedNotApplied(t *testing.T) {
+	t.Parallel()
+	p := startPipeline(t, pipelineOpts{batchSize: 1})
+	req, err := app.SignedRequest(context.Background(), p.url, secret, "evt-46w", time.Now(), []byte(`{"type":"order.>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, r := do(t, req); code != http.StatusAccepted {
+		t.Fatalf("wildcard type: answer %d %+v, want 202", code, r)
+	}
+	s, err := p.js.JS.Stream(context.Background(), stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := s.GetLastMsgForSubject(context.Background(), stream.HookSubject("demo", "order.>"))
+	if err != nil {
+		t.Fatalf("stored message on the escaped subject: %v", err)
+	}
+	if strings.ContainsAny(msg.Subject, "*>") {
+		t.Fatalf("stored on subject %q, which holds a wildcard", msg.Subject)
+	}
+	if n := p.js.StreamMsgs(t, stream.Hooks); n != 1 {
+		t.Fatalf("HOOKS holds %d messages, want 1", n)
+	}
+	// Give the consumer time to (wrongly) pick it up, then count.
+	time.Sleep(300 * time.Millisecond)
 	p.waitCounts(counts{})
 }
 
