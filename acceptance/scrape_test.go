@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
@@ -145,10 +146,10 @@ func serveApp(t *testing.T, js *testenv.JetStream, db *testenv.Database, configu
 	cfg.Sources = app.DefaultSources(env)
 	cfg.Consumers = app.DefaultConsumers()
 	cfg.Relay.PollInterval = 200 * time.Millisecond
-	if err := cfg.Validate(env, app.BuiltinHandlers()); err != nil {
+	if err := cfg.Validate(env, builtin.Handlers()); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := app.NewServer(cfg, app.BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := app.NewServer(cfg, builtin.Handlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,29 +83,7 @@ func Main(args []string, handlers Handlers) int {
 
 // load builds the effective configuration.
 func (g *Globals) load(rt *runtime) (Config, error) {
-	var cfg Config
-	if g.Config != "" {
-		var err error
-		if cfg, err = LoadFile(g.Config); err != nil {
-			return cfg, err
-		}
-	}
-	cfg.ApplyEnv(rt.env)
-	for dst, v := range map[*string]string{&cfg.HTTPAddr: g.HTTPAddr, &cfg.DatabaseURL: g.DatabaseURL, &cfg.NATSURL: g.NATSURL, &cfg.DataDir: g.DataDir} {
-		if v != "" {
-			*dst = v
-		}
-	}
-	if len(cfg.Sources) == 0 {
-		cfg.Sources = DefaultSources(rt.env)
-		if len(cfg.Consumers) == 0 {
-			cfg.Consumers = DefaultConsumers()
-		}
-	}
-	if err := cfg.Validate(rt.env, rt.handlers); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	return Load(g.Config, rt.env, Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, rt.handlers)
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {

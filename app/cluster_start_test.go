@@ -79,12 +79,12 @@ func TestTwoInstancesStartTogetherOnAFreshCluster(t *testing.T) {
 	for i := range 2 {
 		logs[i] = &syncBuffer{}
 		wg.Go(func() {
-			cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+			cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 				c.DatabaseURL = db.URL
 				c.NATSURL = strings.Join(append(urls[i:], urls[:i]...), ",")
 				c.Streams.Replicas = 3
 			})
-			srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(logs[i], nil)))
+			srv, err := NewServer(cfg, ordersHandlers(), nil, slog.New(slog.NewTextHandler(logs[i], nil)))
 			if err != nil {
 				t.Error(err)
 				return

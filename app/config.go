@@ -267,6 +267,78 @@ func DefaultConsumers() []ConsumerConfig {
 	return []ConsumerConfig{{Name: "orders", Handler: "orders", Sources: []string{"demo"}}}
 }
 
+// Overrides are settings given on a command line: each one that is not
+// empty wins over the file and the environment.
+type Overrides struct {
+	HTTPAddr, DatabaseURL, NATSURL, DataDir string
+}
+
+// Load builds the effective configuration: the YAML file at path (none
+// when path is empty), then the environment, then o, then the defaults of
+// a file without sources: the demo source and, when handlers has one named
+// "orders" and the file declares no consumers, the example orders consumer.
+// A program registering only handlers of its own therefore starts with no
+// consumer instead of failing on a handler it does not have. The result
+// is validated against handlers.
+func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) {
+	var cfg Config
+	if path != "" {
+		var err error
+		if cfg, err = LoadFile(path); err != nil {
+			return cfg, err
+		}
+	}
+	cfg.ApplyEnv(env)
+	for dst, v := range map[*string]string{&cfg.HTTPAddr: o.HTTPAddr, &cfg.DatabaseURL: o.DatabaseURL, &cfg.NATSURL: o.NATSURL, &cfg.DataDir: o.DataDir} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	if len(cfg.Sources) == 0 {
+		cfg.Sources = DefaultSources(env)
+		if _, ok := handlers["orders"]; ok && len(cfg.Consumers) == 0 {
+			cfg.Consumers = DefaultConsumers()
+		}
+	}
+	if err := cfg.Validate(env, handlers); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Source is the configured source called name, nil when there is none.
+func (c *Config) Source(name string) *SourceConfig {
+	for i := range c.Sources {
+		if c.Sources[i].Name == name {
+			return &c.Sources[i]
+		}
+	}
+	return nil
+}
+
+// ResolvedSecrets are the source's secrets as [Config.Validate] read them
+// (inline, from the environment and from files), the first one signing.
+func (s *SourceConfig) ResolvedSecrets() []string { return s.secretsRead }
+
+// Consumer is the configured consumer called name, nil when there is none.
+func (c *Config) Consumer(name string) *ConsumerConfig {
+	for i := range c.Consumers {
+		if c.Consumers[i].Name == name {
+			return &c.Consumers[i]
+		}
+	}
+	return nil
+}
+
+// Types are the event types the consumer receives: its event_types, or
+// when it lists none every type its handler knows.
+func (cc *ConsumerConfig) Types(handlers Handlers) []string {
+	if len(cc.EventTypes) > 0 {
+		return cc.EventTypes
+	}
+	return handlers[cc.Handler].EventTypes
+}
+
 // Validate checks the configuration, reads secrets from the environment
 // and files, and names the offending key in every error.
 func (c *Config) Validate(env Env, handlers Handlers) error {

@@ -29,7 +29,7 @@ func TestExampleConfigLoads(t *testing.T) {
 		}
 	}
 	cfg.ApplyEnv(mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}))
-	if err := cfg.Validate(mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}), BuiltinHandlers()); err != nil {
+	if err := cfg.Validate(mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}), ordersHandlers()); err != nil {
 		t.Fatal(err)
 	}
 	if len(cfg.Sources) != 4 || len(cfg.Consumers) != 1 {
@@ -65,7 +65,7 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		cfg, err := LoadFile(p)
 		if err == nil {
 			cfg.ApplyEnv(mapEnv(nil))
-			err = cfg.Validate(mapEnv(nil), BuiltinHandlers())
+			err = cfg.Validate(mapEnv(nil), ordersHandlers())
 		}
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("config %q: error %v, want one naming %s", yaml, err, key)
@@ -114,7 +114,7 @@ func TestInboxRetentionDefault(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg.ApplyEnv(mapEnv(nil))
-		if err := cfg.Validate(mapEnv(nil), BuiltinHandlers()); err != nil {
+		if err := cfg.Validate(mapEnv(nil), ordersHandlers()); err != nil {
 			t.Fatalf("config %q: %v", yaml, err)
 		}
 		if got := cfg.InboxRetentionOrDefault(); got != want {

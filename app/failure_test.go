@@ -63,13 +63,13 @@ func TestRefusedConsumerStopsServe(t *testing.T) {
 	}
 
 	db := testenv.Postgres(t)
-	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.DatabaseURL, c.NATSURL = db.URL, url
 		c.Consumers = DefaultConsumers()
 		c.Consumers[0].MaxAckPending = 5000
 	})
 	var logs syncBuffer
-	srv, err := NewServer(cfg, BuiltinHandlers(), nil, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv, err := NewServer(cfg, ordersHandlers(), nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,15 @@
-// Package app wires hookbridge's parts into the `hookbridge` command:
-// configuration, the serve roles (ingress, consumers, relay), migrations
-// and the operator commands. cmd/hookbridge is a thin main around [Main];
-// a team that writes its own handlers builds its own main the same way,
-// passing its [Handlers].
+// Package app is hookbridge as a library: its configuration and the
+// wiring of its roles (ingress, consumers, outbox relay, storage guard,
+// health, metrics and tracing) into a [Server]. It has no command line
+// and no handlers of its own: a program registers its [Handlers] and runs
+// a Server, or hands both to the commands in package cli, as
+// cmd/hookbridge does.
 package app
 
 import (
 	"sort"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -36,16 +36,4 @@ func (h Handlers) Names() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// BuiltinHandlers are the handlers shipped with hookbridge: the demo
-// orders domain.
-func BuiltinHandlers() Handlers {
-	return Handlers{
-		"orders": {
-			New:        func(name string) consumer.Handler { return orders.Handler(name) },
-			EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},
-			Migrations: []schema.Set{orders.Migrations()},
-		},
-	}
 }

@@ -5,10 +5,25 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/schema"
 )
 
 // testSecret is the Standard Webhooks reference library's test secret.
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// ordersHandlers registers the demo orders handlers as the hookbridge
+// binary does (cmd/hookbridge/builtin, which imports app and so cannot be
+// imported by app's own tests).
+func ordersHandlers() Handlers {
+	return Handlers{"orders": {
+		New:        func(name string) consumer.Handler { return orders.Handler(name) },
+		EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},
+		Migrations: []schema.Set{orders.Migrations()},
+	}}
+}
 
 func mapEnv(m map[string]string) Env {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }

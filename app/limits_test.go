@@ -74,7 +74,7 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 			c.Streams.MaxBytes = 256 << 10
 		}
 	}
-	first := startServer(t, testConfig(t, BuiltinHandlers(), edit(unreachableDB)), BuiltinHandlers())
+	first := startServer(t, testConfig(t, ordersHandlers(), edit(unreachableDB)), ordersHandlers())
 	accepted, refused := fillHooks(t, first.addr, "full", 600)
 	if refused == 0 || len(accepted) == 0 {
 		t.Fatalf("%d accepted, %d refused: want both (the limit holds about 200)", len(accepted), refused)
@@ -87,7 +87,7 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 	}
 
 	db := testenv.Postgres(t)
-	startServer(t, testConfig(t, BuiltinHandlers(), edit(db.URL)), BuiltinHandlers())
+	startServer(t, testConfig(t, ordersHandlers(), edit(db.URL)), ordersHandlers())
 	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
 	})
@@ -117,13 +117,13 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()
 	config := func(dbURL string) Config {
-		return testConfig(t, BuiltinHandlers(), func(c *Config) {
+		return testConfig(t, ordersHandlers(), func(c *Config) {
 			c.DataDir, c.DatabaseURL = dataDir, dbURL
 			c.Streams.MaxBytes = 256 << 10
 		})
 	}
 	start := func(cfg Config) *runningServer {
-		srv, err := NewServer(cfg, BuiltinHandlers(), nil, quietLogger())
+		srv, err := NewServer(cfg, ordersHandlers(), nil, quietLogger())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,8 +202,8 @@ func TestFullServerStoreRecovers(t *testing.T) {
 		t.Fatal("nats not ready")
 	}
 	start := func(dbURL string) *runningServer {
-		cfg := testConfig(t, BuiltinHandlers(), func(c *Config) { c.NATSURL, c.DatabaseURL = ns.ClientURL(), dbURL })
-		srv, err := NewServer(cfg, BuiltinHandlers(), nil, quietLogger())
+		cfg := testConfig(t, ordersHandlers(), func(c *Config) { c.NATSURL, c.DatabaseURL = ns.ClientURL(), dbURL })
+		srv, err := NewServer(cfg, ordersHandlers(), nil, quietLogger())
 		if err != nil {
 			t.Fatal(err)
 		}

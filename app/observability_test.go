@@ -27,7 +27,7 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 		t.Fatalf("config = %+v", cfg)
 	}
 	cfg.Sources = DefaultSources(env)
-	if err := cfg.Validate(env, BuiltinHandlers()); err != nil {
+	if err := cfg.Validate(env, ordersHandlers()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -41,7 +41,7 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 		e := mapEnv(map[string]string{k: v})
 		cfg.ApplyEnv(e)
 		cfg.Sources = DefaultSources(e)
-		if err := cfg.Validate(e, BuiltinHandlers()); err == nil || !strings.Contains(err.Error(), key) {
+		if err := cfg.Validate(e, ordersHandlers()); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error %v, want one naming %s", env, err, key)
 		}
 	}
@@ -52,11 +52,11 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 func TestMetricsAddrServesMetricsApart(t *testing.T) {
 	t.Parallel()
 	js := testenv.NATS(t)
-	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.MetricsAddr = "127.0.0.1:0"
 		c.NATSURL = js.URL()
 	})
-	srv := startServer(t, cfg, BuiltinHandlers(), RoleIngress)
+	srv := startServer(t, cfg, ordersHandlers(), RoleIngress)
 	addr := srv.addr
 	get := func(url string) (int, string) {
 		resp, err := http.Get(url)
@@ -98,11 +98,11 @@ func TestReadyzReflectsConsumerState(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	start := func(dbURL string) string {
-		cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+		cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 			c.NATSURL = js.URL()
 			c.DatabaseURL = dbURL
 		})
-		return startServer(t, cfg, BuiltinHandlers(), RoleConsumer).addr
+		return startServer(t, cfg, ordersHandlers(), RoleConsumer).addr
 	}
 
 	// Postgres unreachable: NATS is fine, the consumer is not ready.

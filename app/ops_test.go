@@ -38,7 +38,7 @@ func runOps(t *testing.T, args ...string) (string, error) {
 		t.Fatalf("parse %v: %v", args, err)
 	}
 	var stdout, stderr bytes.Buffer
-	rt := &runtime{handlers: BuiltinHandlers(), stdout: &stdout, stderr: &stderr, env: mapEnv(nil)}
+	rt := &runtime{handlers: ordersHandlers(), stdout: &stdout, stderr: &stderr, env: mapEnv(nil)}
 	kctx.BindTo(context.Background(), (*context.Context)(nil))
 	err = kctx.Run(&cli.Globals, rt)
 	return stdout.String(), err

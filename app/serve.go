@@ -419,16 +419,11 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
 	var out []*consumer.Consumer
 	for _, cc := range s.cfg.Consumers {
-		spec := s.handlers[cc.Handler]
-		types := cc.EventTypes
-		if len(types) == 0 {
-			types = spec.EventTypes
-		}
 		c, err := consumer.New(s.pool, s.js, consumer.Options{
 			Name:           cc.Name,
 			Sources:        cc.Sources,
-			EventTypes:     types,
-			Handler:        s.traceApply(cc.Name, spec.New(cc.Name)),
+			EventTypes:     cc.Types(s.handlers),
+			Handler:        s.traceApply(cc.Name, s.handlers[cc.Handler].New(cc.Name)),
 			Concurrency:    cc.Concurrency,
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,

@@ -22,7 +22,7 @@ import (
 // slowOrders is the orders handler with a pause, reporting when it starts,
 // so a test can stop the server while an apply is in flight.
 func slowOrders(started chan<- struct{}) Handlers {
-	h := BuiltinHandlers()
+	h := ordersHandlers()
 	spec := h["orders"]
 	inner := spec.New
 	spec.New = func(name string) consumer.Handler {
@@ -141,8 +141,8 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 func TestServeRelaysOutboxEvents(t *testing.T) {
 	t.Parallel()
 	db := testenv.Postgres(t)
-	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) { c.DatabaseURL = db.URL })
-	srv := startServer(t, cfg, BuiltinHandlers())
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) { c.DatabaseURL = db.URL })
+	srv := startServer(t, cfg, ordersHandlers())
 
 	for range 2 { // the second delivery is a duplicate and must not add an event
 		postOrder(t, srv.addr, "evt-9", "o-9")
@@ -176,10 +176,10 @@ func TestServeRelaysOutboxEvents(t *testing.T) {
 // a whole does not.
 func TestIngressAcceptsWhilePostgresIsDown(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.DatabaseURL = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
 	})
-	srv := startServer(t, cfg, BuiltinHandlers())
+	srv := startServer(t, cfg, ordersHandlers())
 
 	if got := getStatus(t, "http://"+srv.addr+"/readyz"); got != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz = %d, want 503 without Postgres", got)

@@ -35,12 +35,12 @@ func (s *syncBuffer) String() string {
 func TestCleanShutdownLogsNoDisconnect(t *testing.T) {
 	t.Parallel()
 	j := testenv.NATS(t)
-	cfg := testConfig(t, BuiltinHandlers(), func(c *Config) {
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.NATSURL = j.URL()
 		c.Consumers = []ConsumerConfig{}
 	})
 	var logs syncBuffer
-	srv, err := NewServer(cfg, BuiltinHandlers(), []string{RoleIngress}, slog.New(slog.NewTextHandler(&logs, nil)))
+	srv, err := NewServer(cfg, ordersHandlers(), []string{RoleIngress}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,9 @@ import (
 	"os"
 
 	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 )
 
 func main() {
-	os.Exit(app.Main(os.Args[1:], app.BuiltinHandlers()))
+	os.Exit(app.Main(os.Args[1:], builtin.Handlers()))
 }
