@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
@@ -351,7 +350,7 @@ func deliver(t *testing.T, client *http.Client, inst []*hbInstance, target int, 
 			t.Errorf("%s: no final answer within 60s", id)
 			return 0
 		}
-		req, err := app.SignedRequest(context.Background(), inst[target].url, secret, id, time.Now(), body)
+		req, err := verify.SignedRequest(context.Background(), inst[target].url, secret, id, time.Now(), body)
 		if err != nil {
 			t.Error(err)
 			return 0

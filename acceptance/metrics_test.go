@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
@@ -31,7 +32,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 
 	send := func(url, key, id string, body []byte) int {
 		t.Helper()
-		req, err := app.SignedRequest(ctx, url, key, id, time.Now(), body)
+		req, err := verify.SignedRequest(ctx, url, key, id, time.Now(), body)
 		if err != nil {
 			t.Fatal(err)
 		}

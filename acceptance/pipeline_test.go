@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
@@ -110,7 +109,7 @@ func orderBody(typ, orderID string, amount int64) []byte {
 // post sends a correctly signed delivery and returns status and answer.
 func (p *pipeline) post(id string, body []byte) (int, bridge.Response) {
 	p.t.Helper()
-	req, err := app.SignedRequest(context.Background(), p.url, secret, id, time.Now(), body)
+	req, err := verify.SignedRequest(context.Background(), p.url, secret, id, time.Now(), body)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
@@ -248,7 +247,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
 	body := orderBody(orders.Created, "o-46", 100)
 	signed := func(mutate func(r *http.Request)) *http.Request {
-		req, err := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), body)
+		req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +263,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 		code int
 	}{
 		{"wrong secret", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, otherSecret, "evt-46", time.Now(), body)
+			req, _ := verify.SignedRequest(context.Background(), p.url, otherSecret, "evt-46", time.Now(), body)
 			return req
 		}, http.StatusUnauthorized},
 		{"missing signature", func() *http.Request {
@@ -278,28 +277,28 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 			return req
 		}, http.StatusUnauthorized},
 		{"stale timestamp", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(-10*time.Minute), body)
+			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(-10*time.Minute), body)
 			return req
 		}, http.StatusUnauthorized},
 		{"future timestamp", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(10*time.Minute), body)
+			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(10*time.Minute), body)
 			return req
 		}, http.StatusUnauthorized},
 		{"invalid json", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"type":`))
+			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"type":`))
 			return req
 		}, http.StatusBadRequest},
 		{"missing type", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"data":{}}`))
+			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"data":{}}`))
 			return req
 		}, http.StatusBadRequest},
 		{"too large", func() *http.Request {
 			big := []byte(`{"type":"order.created","pad":"` + strings.Repeat("x", 2<<20) + `"}`)
-			req, _ := app.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), big)
+			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), big)
 			return req
 		}, http.StatusRequestEntityTooLarge},
 		{"unknown source", func() *http.Request {
-			req, _ := app.SignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), secret, "evt-46", time.Now(), body)
+			req, _ := verify.SignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), secret, "evt-46", time.Now(), body)
 			return req
 		}, http.StatusNotFound},
 		{"wrong method", func() *http.Request {
@@ -326,7 +325,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 func TestWildcardTypeIsEscapedNotApplied(t *testing.T) {
 	t.Parallel()
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	req, err := app.SignedRequest(context.Background(), p.url, secret, "evt-46w", time.Now(), []byte(`{"type":"order.>"}`))
+	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46w", time.Now(), []byte(`{"type":"order.>"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +358,7 @@ func TestBrokerDownAnswers503(t *testing.T) {
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
 	p.js.Server.Shutdown()
 	p.js.Server.WaitForShutdown()
-	req, err := app.SignedRequest(context.Background(), p.url, secret, "evt-47", time.Now(), orderBody(orders.Created, "o-47", 1))
+	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-47", time.Now(), orderBody(orders.Created, "o-47", 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
@@ -33,7 +34,7 @@ func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	a := serveApp(t, js, db, func(s *app.Server) { s.SetTracerProvider(tp) })
 
-	req, err := app.SignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", secret, "evt-t1", time.Now(), orderBody(orders.Created, "o-t1", 100))
+	req, err := verify.SignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", secret, "evt-t1", time.Now(), orderBody(orders.Created, "o-t1", 100))
 	if err != nil {
 		t.Fatal(err)
 	}

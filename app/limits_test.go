@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
@@ -25,7 +26,7 @@ func postPadded(t *testing.T, addr, id string) (int, string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"type": orders.Created, "note": strings.Repeat("p", 900),
 		"data": map[string]any{"order_id": id, "amount_cents": 5, "currency": "EUR"}})
-	req, err := SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
+	req, err := verify.SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,24 +125,9 @@ func (s *Server) databaseState(ctx context.Context) (metrics.DatabaseState, erro
 		return metrics.DatabaseState{}, err
 	}
 	out := metrics.DatabaseState{OutboxPending: st.Pending, OutboxDead: st.Dead, OutboxSent: st.Sent,
-		OldestPending: st.OldestPending, DeadLetters: map[string]int64{}}
-	rows, err := s.pool.Query(ctx, `
-		SELECT consumer, count(*) FROM hookbridge.dead_letters
-		WHERE resolved_at IS NULL GROUP BY consumer`)
-	if err != nil {
-		return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var n int64
-		if err := rows.Scan(&name, &n); err != nil {
-			return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
-		}
-		out.DeadLetters[name] = n
-	}
-	if err := rows.Err(); err != nil {
-		return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
+		OldestPending: st.OldestPending}
+	if out.DeadLetters, err = unresolvedDeadLetters(ctx, s.pool); err != nil {
+		return metrics.DatabaseState{}, err
 	}
 	if s.roles[RoleConsumer] {
 		for _, cc := range s.cfg.Consumers {

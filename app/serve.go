@@ -132,6 +132,15 @@ func (s *Server) Addr() string {
 	return s.listener.Addr().String()
 }
 
+// NATS is the server's NATS connection once Run has connected (nil
+// before), for programs embedding hookbridge that publish or subscribe
+// next to it.
+func (s *Server) NATS() *nats.Conn { return s.nc }
+
+// JetStream is the server's JetStream client once Run has connected (nil
+// before).
+func (s *Server) JetStream() jetstream.JetStream { return s.js }
+
 // Run starts every role and blocks until ctx is cancelled; then it stops
 // intake, lets in-flight work finish and returns.
 func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
@@ -386,10 +395,12 @@ func (s *Server) waitAndMigrate(ctx context.Context) error {
 }
 
 func (s *Server) migrationSets() []schema.Set {
-	return migrationSets(s.cfg, s.handlers)
+	return MigrationSets(s.cfg, s.handlers)
 }
 
-func migrationSets(cfg Config, handlers Handlers) []schema.Set {
+// MigrationSets are the schema sets serve applies at start: hookbridge's
+// own, then those of the handlers the configured consumers use.
+func MigrationSets(cfg Config, handlers Handlers) []schema.Set {
 	sets := []schema.Set{schema.Core()}
 	seen := map[string]bool{}
 	for _, cc := range cfg.Consumers {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/embedded"
@@ -45,7 +46,7 @@ func slowOrders(started chan<- struct{}) Handlers {
 func postOrder(t *testing.T, addr, id, orderID string) int {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": orderID, "amount_cents": 5, "currency": "EUR"}})
-	req, err := SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
+	req, err := verify.SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/loadgen"
@@ -104,14 +105,14 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			out, err = loadgen.InProcess(ctx, factory, consumer, c.Roles, c.loadOptions(progress))
 		}
 	case "ingress":
-		out, err = loadgen.InProcess(ctx, factory, consumer, []string{RoleIngress}, c.loadOptions(progress))
+		out, err = loadgen.InProcess(ctx, factory, consumer, []string{app.RoleIngress}, c.loadOptions(progress))
 	case "floor":
 		var f *loadgen.Floor
 		if f, err = loadgen.StartFloor(ctx); err != nil {
 			return err
 		}
 		o := c.loadOptions(progress)
-		o.URL, o.Secret, o.Check = f.URL, DevSecret, false
+		o.URL, o.Secret, o.Check = f.URL, app.DevSecret, false
 		var r *loadgen.Result
 		r, err = loadgen.Load(ctx, o)
 		if closeErr := f.Close(); err == nil {
@@ -234,7 +235,7 @@ func (c *BenchCmd) loadOptions(progress io.Writer) loadgen.Options {
 }
 
 // external runs pipeline mode against the running hookbridge at --url.
-func (c *BenchCmd) external(ctx context.Context, cfg Config, progress io.Writer) (*loadgen.Result, error) {
+func (c *BenchCmd) external(ctx context.Context, cfg app.Config, progress io.Writer) (*loadgen.Result, error) {
 	o := c.loadOptions(progress)
 	o.URL, o.Secret, o.RSSPID = c.URL, c.Secret, c.RSSPID
 	if o.Secret == "" {
@@ -243,7 +244,7 @@ func (c *BenchCmd) external(ctx context.Context, cfg Config, progress io.Writer)
 				if s.Scheme != verify.SchemeStandardWebhooks {
 					return nil, fmt.Errorf("source %q uses %s; bench signs Standard Webhooks only", c.Source, s.Scheme)
 				}
-				o.Secret = s.secretsRead[0]
+				o.Secret = s.ResolvedSecrets()[0]
 			}
 		}
 		if o.Secret == "" {
@@ -273,7 +274,7 @@ func (c *BenchCmd) external(ctx context.Context, cfg Config, progress io.Writer)
 }
 
 // envFactory builds the in-process environments of this command.
-func (c *BenchCmd) envFactory(base Config, rt *runtime) loadgen.EnvFactory {
+func (c *BenchCmd) envFactory(base app.Config, rt *runtime) loadgen.EnvFactory {
 	return BenchEnvFactory(base.PoolURL(), base, rt.handlers, c.ServerLogLevel, rt.stderr)
 }
 
@@ -283,7 +284,7 @@ func (c *BenchCmd) envFactory(base Config, rt *runtime) loadgen.EnvFactory {
 // random secret and the orders consumer with the given settings. Streams
 // and relay settings are taken from base. The servers log at logLevel to
 // logOut.
-func BenchEnvFactory(adminURL string, base Config, handlers Handlers, logLevel string, logOut io.Writer) loadgen.EnvFactory {
+func BenchEnvFactory(adminURL string, base app.Config, handlers app.Handlers, logLevel string, logOut io.Writer) loadgen.EnvFactory {
 	return func(ctx context.Context, cs loadgen.ConsumerSettings) (loadgen.Env, error) {
 		db, err := loadgen.CreateDatabase(ctx, adminURL, "hookbridge_bench")
 		if err != nil {
@@ -298,7 +299,7 @@ func BenchEnvFactory(adminURL string, base Config, handlers Handlers, logLevel s
 		_, _ = rand.Read(key)
 		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
 		noEnv := func(string) (string, bool) { return "", false }
-		cfg := Config{
+		cfg := app.Config{
 			HTTPAddr:    "127.0.0.1:0",
 			DatabaseURL: db.URL,
 			DataDir:     dir,
@@ -306,8 +307,8 @@ func BenchEnvFactory(adminURL string, base Config, handlers Handlers, logLevel s
 			LogFormat:   "text",
 			Streams:     base.Streams,
 			Relay:       base.Relay,
-			Sources:     DefaultSources(func(k string) (string, bool) { return secret, k == "HOOKBRIDGE_DEMO_SECRET" }),
-			Consumers:   DefaultConsumers(),
+			Sources:     app.DefaultSources(func(k string) (string, bool) { return secret, k == "HOOKBRIDGE_DEMO_SECRET" }),
+			Consumers:   app.DefaultConsumers(),
 		}
 		cfg.Consumers[0].BatchSize = cs.BatchSize
 		cfg.Consumers[0].BatchWait = cs.BatchWait
@@ -318,14 +319,14 @@ func BenchEnvFactory(adminURL string, base Config, handlers Handlers, logLevel s
 			_ = os.RemoveAll(dir)
 			return nil, err
 		}
-		return &benchEnv{cfg: cfg, handlers: handlers, db: db, dir: dir, secret: secret, log: newLogger(cfg, logOut)}, nil
+		return &benchEnv{cfg: cfg, handlers: handlers, db: db, dir: dir, secret: secret, log: app.NewLogger(cfg, logOut)}, nil
 	}
 }
 
 // benchEnv is one in-process environment (see [loadgen.Env]).
 type benchEnv struct {
-	cfg      Config
-	handlers Handlers
+	cfg      app.Config
+	handlers app.Handlers
 	db       *loadgen.TempDatabase
 	dir      string
 	secret   string
@@ -340,9 +341,9 @@ func (e *benchEnv) Close() error {
 	return errors.Join(err, os.RemoveAll(e.dir))
 }
 
-// Start runs a Server with roles until the instance's Stop.
+// Start runs a app.Server with roles until the instance's Stop.
 func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance, error) {
-	srv, err := NewServer(e.cfg, e.handlers, roles, e.log)
+	srv, err := app.NewServer(e.cfg, e.handlers, roles, e.log)
 	if err != nil {
 		return nil, err
 	}
@@ -358,7 +359,7 @@ func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance
 			once.Do(func() { cancel(); stopErr = <-done })
 			return stopErr
 		}
-		return &loadgen.Instance{URL: "http://" + addr, Stop: stop, Events: subscriber(srv.nc), Redelivered: e.redelivered(srv)}, nil
+		return &loadgen.Instance{URL: "http://" + addr, Stop: stop, Events: subscriber(srv.NATS()), Redelivered: e.redelivered(srv)}, nil
 	case err := <-done:
 		cancel()
 		if err == nil {
@@ -373,9 +374,9 @@ func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance
 }
 
 // redelivered reports the orders consumer's redelivery count.
-func (e *benchEnv) redelivered(srv *Server) func(ctx context.Context) (int, error) {
+func (e *benchEnv) redelivered(srv *app.Server) func(ctx context.Context) (int, error) {
 	return func(ctx context.Context) (int, error) {
-		cons, err := srv.js.Consumer(ctx, stream.Hooks, e.cfg.Consumers[0].Name)
+		cons, err := srv.JetStream().Consumer(ctx, stream.Hooks, e.cfg.Consumers[0].Name)
 		if err != nil {
 			return 0, err
 		}

@@ -1,18 +1,22 @@
-package app
+// Package cli is the hookbridge command line (serve, relay, migrate,
+// send, status, replay, dead-letters, conflicts) over the app library.
+// cmd/hookbridge is [Main] with the built-in handlers; a team that writes
+// its own handlers builds its own main the same way, passing its
+// [app.Handlers].
+package cli
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -41,20 +45,20 @@ type CLI struct {
 	Conflicts   ConflictsCmd   `cmd:"" help:"List or show events whose id came back with a different body."`
 }
 
-// Env is the process's environment.
+// osEnv is the process's environment.
 func osEnv(key string) (string, bool) { return os.LookupEnv(key) }
 
 // runtime carries what commands need.
 type runtime struct {
-	handlers Handlers
+	handlers app.Handlers
 	stdout   io.Writer
 	stderr   io.Writer
-	env      Env
+	env      app.Env
 }
 
 // Main runs the hookbridge command line with handlers and returns the exit
-// code. cmd/hookbridge calls it with [BuiltinHandlers].
-func Main(args []string, handlers Handlers) int {
+// code: 0 on success, 1 when a command fails, 2 for a bad command line.
+func Main(args []string, handlers app.Handlers) int {
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("hookbridge"),
@@ -81,27 +85,13 @@ func Main(args []string, handlers Handlers) int {
 	return 0
 }
 
-// load builds the effective configuration.
-func (g *Globals) load(rt *runtime) (Config, error) {
-	return Load(g.Config, rt.env, Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, rt.handlers)
+// Load builds the effective configuration from the flags, env and
+// handlers (see [app.Load]).
+func (g *Globals) Load(env app.Env, handlers app.Handlers) (app.Config, error) {
+	return app.Load(g.Config, env, app.Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, handlers)
 }
 
-func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	level, _ := parseLevel(cfg.LogLevel) // validated already
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
-		return l, fmt.Errorf("%q is not debug, info, warn or error", s)
-	}
-	return l, nil
-}
+func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, rt.handlers) }
 
 // ServeCmd runs hookbridge.
 type ServeCmd struct {
@@ -114,11 +104,11 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, rt.stderr)
+	log := app.NewLogger(cfg, rt.stderr)
 	if cfg.UsesDevSecret() {
 		log.Warn("source demo uses the built-in development secret; set HOOKBRIDGE_DEMO_SECRET or a config file before exposing this instance")
 	}
-	srv, err := NewServer(cfg, rt.handlers, c.Role, log)
+	srv, err := app.NewServer(cfg, rt.handlers, c.Role, log)
 	if err != nil {
 		return err
 	}
@@ -130,7 +120,7 @@ type RelayCmd struct{}
 
 // Run implements the relay command.
 func (c *RelayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return (&ServeCmd{Role: []string{RoleRelay}}).Run(ctx, g, rt)
+	return (&ServeCmd{Role: []string{app.RoleRelay}}).Run(ctx, g, rt)
 }
 
 // MigrateCmd applies migrations.
@@ -147,7 +137,7 @@ func (c *MigrateCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		return fmt.Errorf("postgres config: %w", err)
 	}
 	defer pool.Close()
-	n, err := schema.Migrate(ctx, pool, migrationSets(cfg, rt.handlers)...)
+	n, err := schema.Migrate(ctx, pool, app.MigrationSets(cfg, rt.handlers)...)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 )
 
@@ -38,7 +39,7 @@ var errNoNATS = errors.New("no NATS URL: the embedded JetStream server belongs t
 // opsJetStream connects to cfg.NATSURL, or opens the embedded store when
 // asked to and no serve answers on the configured address. close releases
 // whatever was opened.
-func opsJetStream(ctx context.Context, cfg Config, f natsFlags) (js jetstream.JetStream, closeFn func(), err error) {
+func opsJetStream(ctx context.Context, cfg app.Config, f natsFlags) (js jetstream.JetStream, closeFn func(), err error) {
 	var nc *nats.Conn
 	var stop func()
 	switch {
@@ -67,7 +68,7 @@ func opsJetStream(ctx context.Context, cfg Config, f natsFlags) (js jetstream.Je
 // openEmbeddedStore starts an embedded server on serve's store. Two
 // servers on one store would corrupt it, so it refuses while a serve
 // answers /healthz on the configured HTTP address.
-func openEmbeddedStore(ctx context.Context, cfg Config) (*nats.Conn, func(), error) {
+func openEmbeddedStore(ctx context.Context, cfg app.Config) (*nats.Conn, func(), error) {
 	dir := filepath.Join(cfg.DataDir, "jetstream")
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("--embedded: no JetStream store at %s (set --data-dir): %w", dir, err)
@@ -108,7 +109,7 @@ func serveAnswers(ctx context.Context, addr string) bool {
 }
 
 // opsPool opens the configured database.
-func opsPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+func opsPool(ctx context.Context, cfg app.Config) (*pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, cfg.PoolURL())
 	if err != nil {
 		return nil, fmt.Errorf("postgres config: %w", err)

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
 )
 
@@ -60,7 +61,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			out.Items = append(out.Items, it)
 		}
 	}
-	opts.Logger = newLogger(cfg, io.Discard) // the summary is the output
+	opts.Logger = app.NewLogger(cfg, io.Discard) // the summary is the output
 	out.Summary, err = consumer.Replay(ctx, pool, js, opts)
 	if err != nil {
 		return fmt.Errorf("replay: %w", dbError(err))
@@ -76,22 +77,14 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 
 // options resolves the consumer's handler and subscription from the
 // configuration, as serve does, and the selectors from the flags.
-func (c *ReplayCmd) options(cfg Config, handlers Handlers, now time.Time) (consumer.ReplayOptions, error) {
-	var cc *ConsumerConfig
-	var names []string
-	for i := range cfg.Consumers {
-		names = append(names, cfg.Consumers[i].Name)
-		if cfg.Consumers[i].Name == c.Consumer {
-			cc = &cfg.Consumers[i]
-		}
-	}
+func (c *ReplayCmd) options(cfg app.Config, handlers app.Handlers, now time.Time) (consumer.ReplayOptions, error) {
+	cc := cfg.Consumer(c.Consumer)
 	if cc == nil {
+		var names []string
+		for _, x := range cfg.Consumers {
+			names = append(names, x.Name)
+		}
 		return consumer.ReplayOptions{}, fmt.Errorf("replay: consumer %q is not configured (have: %s)", c.Consumer, strings.Join(names, ", "))
-	}
-	spec := handlers[cc.Handler]
-	types := cc.EventTypes
-	if len(types) == 0 {
-		types = spec.EventTypes
 	}
 	since, err := parseWhen(c.Since, now)
 	if err != nil {
@@ -103,9 +96,9 @@ func (c *ReplayCmd) options(cfg Config, handlers Handlers, now time.Time) (consu
 	}
 	return consumer.ReplayOptions{
 		Consumer:     cc.Name,
-		Handler:      spec.New(cc.Name),
+		Handler:      handlers[cc.Handler].New(cc.Name),
 		Sources:      cc.Sources,
-		EventTypes:   types,
+		EventTypes:   cc.Types(handlers),
 		FromSeq:      c.FromSeq,
 		ToSeq:        c.ToSeq,
 		Since:        since,

@@ -1,4 +1,4 @@
-package app
+package cli
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/internal/embedded"
@@ -38,11 +40,14 @@ func runOps(t *testing.T, args ...string) (string, error) {
 		t.Fatalf("parse %v: %v", args, err)
 	}
 	var stdout, stderr bytes.Buffer
-	rt := &runtime{handlers: ordersHandlers(), stdout: &stdout, stderr: &stderr, env: mapEnv(nil)}
+	rt := &runtime{handlers: builtin.Handlers(), stdout: &stdout, stderr: &stderr, env: noEnv}
 	kctx.BindTo(context.Background(), (*context.Context)(nil))
 	err = kctx.Run(&cli.Globals, rt)
 	return stdout.String(), err
 }
+
+// noEnv is an empty environment: the tests pass every setting as a flag.
+func noEnv(string) (string, bool) { return "", false }
 
 func opsEnv(t *testing.T) (*testenv.Database, *testenv.JetStream, []string) {
 	t.Helper()
@@ -149,11 +154,11 @@ func TestStatusCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st Status
+	var st app.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out)
 	}
-	var hooks *StreamStatus
+	var hooks *app.StreamStatus
 	for i := range st.Streams {
 		if st.Streams[i].Name == stream.Hooks {
 			hooks = &st.Streams[i]
@@ -217,7 +222,7 @@ func TestStatusEmbeddedStore(t *testing.T) {
 		t.Fatalf("status --embedded: %v\n%s", err, out)
 	}
 
-	serve := httptest.NewServer(http.HandlerFunc(healthz))
+	serve := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})) // answers /healthz as serve does
 	defer serve.Close()
 	flags[len(flags)-1] = strings.TrimPrefix(serve.URL, "http://")
 	_, err = runOps(t, append(flags, "status", "--embedded")...)
@@ -291,4 +296,19 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 // regexpLine reports whether some line of out matches re.
 func regexpLine(out, re string) bool {
 	return regexp.MustCompile(`(?m)` + re).MatchString(out)
+}
+
+// Main answers 0 when the command succeeds and 1 when it fails.
+func TestMainExitCodes(t *testing.T) {
+	t.Parallel()
+	db := testenv.EmptyPostgres(t)
+	if code := Main([]string{"--database-url", db.URL, "migrate"}, builtin.Handlers()); code != 0 {
+		t.Fatalf("migrate exit code %d, want 0", code)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
+		t.Fatalf("demo.orders rows = %d after migrate", n)
+	}
+	if code := Main([]string{"--database-url", db.URL, "replay", "--consumer", "nope"}, builtin.Handlers()); code != 1 {
+		t.Fatalf("failing replay exit code %d, want 1", code)
+	}
 }

@@ -1,7 +1,6 @@
-package app
+package cli
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 )
 
@@ -30,12 +30,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if err != nil {
 		return err
 	}
-	var src *SourceConfig
-	for i := range cfg.Sources {
-		if cfg.Sources[i].Name == c.Source {
-			src = &cfg.Sources[i]
-		}
-	}
+	src := cfg.Source(c.Source)
 	if src == nil {
 		return fmt.Errorf("send: source %q is not configured", c.Source)
 	}
@@ -56,7 +51,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("send: encode body: %w", err)
 	}
-	req, err := SignedRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.secretsRead[0], id, now, body)
+	req, err := verify.SignedRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.ResolvedSecrets()[0], id, now, body)
 	if err != nil {
 		return err
 	}
@@ -73,26 +68,9 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return nil
 }
 
-func (c *SendCmd) baseURL(cfg Config) string {
+func (c *SendCmd) baseURL(cfg app.Config) string {
 	if c.URL != "" {
 		return strings.TrimSuffix(c.URL, "/")
 	}
 	return "http://" + cfg.HTTPAddr
-}
-
-// SignedRequest builds a Standard Webhooks request for body.
-func SignedRequest(ctx context.Context, url, secret, id string, ts time.Time, body []byte) (*http.Request, error) {
-	sig, err := verify.SignStandard(secret, id, ts, body)
-	if err != nil {
-		return nil, fmt.Errorf("sign: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(verify.StandardHeaderID, id)
-	req.Header.Set(verify.StandardHeaderTimestamp, fmt.Sprint(ts.Unix()))
-	req.Header.Set(verify.StandardHeaderSignature, sig)
-	return req, nil
 }

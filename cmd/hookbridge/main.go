@@ -5,10 +5,10 @@ package main
 import (
 	"os"
 
-	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/cli"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 )
 
 func main() {
-	os.Exit(app.Main(os.Args[1:], builtin.Handlers()))
+	os.Exit(cli.Main(os.Args[1:], builtin.Handlers()))
 }
