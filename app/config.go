@@ -232,6 +232,11 @@ func (c *Config) ApplyEnv(env Env) {
 	}
 }
 
+// NATSMaxPayload is the max_payload a NATS server needs for the largest
+// body the ingress accepts (max_body_bytes with the message's headers);
+// the embedded server is started with it.
+func (c *Config) NATSMaxPayload() int64 { return bridge.RequiredMaxPayload(c.MaxBodyBytes) }
+
 // PoolURL is the connection string for pgxpool ("" = PG* variables).
 func (c *Config) PoolURL() string {
 	if c.DatabaseURL == "pgenv:" {

@@ -86,7 +86,7 @@ func (s *Server) connectNATS() error {
 	var err error
 	if s.cfg.NATSURL == "" {
 		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
-			MaxPayload: bridge.RequiredMaxPayload(s.cfg.MaxBodyBytes)})
+			MaxPayload: s.cfg.NATSMaxPayload()})
 		if err != nil {
 			return err
 		}

@@ -37,8 +37,7 @@ type CLI struct {
 	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
 	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
 	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
-	Bench   BenchCmd   `cmd:"" help:"Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."`
-	// Operator commands (app/ops*.go).
+	// Operator commands (ops*.go).
 	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
 	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
 	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List or show messages consumers gave up on."`

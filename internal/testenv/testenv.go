@@ -5,21 +5,18 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"net/url"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -104,44 +101,22 @@ func createDatabase(t testing.TB, tpl string) *Database {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := pgx.Connect(ctx, AdminURL())
+	db, err := pgtemp.Create(ctx, AdminURL(), "hbtest", tpl)
 	if err != nil {
-		t.Fatalf("postgres unreachable at %s (start it; tests never skip): %v", redact(AdminURL()), err)
+		t.Fatalf("test database on %s (start postgres; tests never skip): %v", redact(AdminURL()), err)
 	}
-	defer admin.Close(ctx)
-
-	name := "hbtest_" + randomHex(6)
-	create := "CREATE DATABASE " + name
-	if tpl != "" {
-		create += " TEMPLATE " + tpl
-	}
-	if _, err := admin.Exec(ctx, create); err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
-	u, err := url.Parse(AdminURL())
+	pool, err := pgxpool.New(ctx, db.URL)
 	if err != nil {
-		t.Fatalf("parse admin url: %v", err)
-	}
-	u.Path = "/" + name
-	pool, err := pgxpool.New(ctx, u.String())
-	if err != nil {
+		_ = db.Drop()
 		t.Fatalf("connect test database: %v", err)
 	}
 	t.Cleanup(func() {
 		pool.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
+		if err := db.Drop(); err != nil {
 			t.Errorf("drop test database: %v", err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database %s: %v", name, err)
 		}
 	})
-	return &Database{Name: name, URL: u.String(), Pool: pool}
+	return &Database{Name: db.Name, URL: db.URL, Pool: pool}
 }
 
 // Count runs a count(*) query and fails the test on error.
@@ -178,14 +153,6 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(fmt.Sprintf("crypto/rand: %v", err))
-	}
-	return hex.EncodeToString(b)
 }
 
 func redact(raw string) string {

@@ -96,7 +96,7 @@ func (p *process) stop(timeout time.Duration) error {
 // ServeNATS runs a JetStream server (the nats-server version hookbridge
 // embeds) listening on a free loopback port with its store in dir, prints
 // "nats-url <url>" to out once it accepts clients, and runs until ctx
-// ends: `hookbridge bench --mode nats-server`, which the external modes
+// ends: `hookbridge-bench --mode nats-server`, which the external modes
 // start as a process of its own.
 func ServeNATS(ctx context.Context, dir string, maxPayload int64, out io.Writer) error {
 	ns, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true, Host: "127.0.0.1", Port: server.RANDOM_PORT, MaxPayload: maxPayload})
@@ -109,11 +109,11 @@ func ServeNATS(ctx context.Context, dir string, maxPayload int64, out io.Writer)
 	return nil
 }
 
-// startNATSProcess starts `exe bench --mode nats-server` with its store in
+// startNATSProcess starts `exe --mode nats-server` with its store in
 // dir and returns it with its client URL.
 func startNATSProcess(ctx context.Context, exe, dir string) (*process, string, error) {
 	pr, pw := io.Pipe()
-	p, err := startProcess("nats-server", exe, []string{"bench", "--mode", "nats-server", "--nats-store", filepath.Join(dir, "store")},
+	p, err := startProcess("nats-server", exe, []string{"--mode", "nats-server", "--nats-store", filepath.Join(dir, "store")},
 		cleanEnv(nil), filepath.Join(dir, "nats.log"), pw)
 	if err != nil {
 		return nil, "", err

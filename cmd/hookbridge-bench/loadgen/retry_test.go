@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/loadgen"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 )
 
 // TestRetrySendsTheSameBytes puts a proxy in front of a real ingress that

@@ -13,6 +13,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // ExternalOptions configure [RunExternal]: `hookbridge serve` in a process
@@ -20,9 +23,10 @@ import (
 // process of its own on loopback, compared in every round with the bare
 // HTTP→publish floor on such a server and with raw single-row commits.
 type ExternalOptions struct {
-	// Exe is the hookbridge binary (it runs `serve` and `bench --mode
-	// nats-server`).
-	Exe string
+	// Exe is the hookbridge binary (it runs `serve`); NATSExe the load
+	// tool's (it runs `--mode nats-server`).
+	Exe     string
+	NATSExe string
 	// AdminURL is the Postgres server the databases are created on.
 	AdminURL string
 	Rounds   int // default 3; figures are medians, ratios medians of per-round ratios
@@ -40,8 +44,8 @@ type ExternalOptions struct {
 }
 
 func (o *ExternalOptions) setDefaults() error {
-	if o.Exe == "" {
-		return errors.New("loadgen: external: no hookbridge binary")
+	if o.Exe == "" || o.NATSExe == "" {
+		return errors.New("loadgen: external: no hookbridge or hookbridge-bench binary")
 	}
 	if o.Rounds <= 0 {
 		o.Rounds = 3
@@ -147,7 +151,7 @@ type externalEnv struct {
 	dir     string
 	nats    *process
 	natsURL string
-	db      *TempDatabase
+	db      *pgtemp.Database
 	serve   *serveProcess
 }
 
@@ -157,12 +161,12 @@ func (x *external) startEnv(ctx context.Context, withDB bool) (*externalEnv, err
 		return nil, err
 	}
 	e := &externalEnv{dir: dir}
-	if e.nats, e.natsURL, err = startNATSProcess(ctx, x.o.Exe, dir); err != nil {
+	if e.nats, e.natsURL, err = startNATSProcess(ctx, x.o.NATSExe, dir); err != nil {
 		e.close()
 		return nil, err
 	}
 	if withDB {
-		if e.db, err = CreateDatabase(ctx, x.o.AdminURL, "hookbridge_bench_ext"); err != nil {
+		if e.db, err = pgtemp.Create(ctx, x.o.AdminURL, "hookbridge_bench_ext", ""); err != nil {
 			e.close()
 			return nil, err
 		}
@@ -349,7 +353,7 @@ func (x *external) allRoles(ctx context.Context, rate float64) (*ExternalRun, er
 	}
 	serve0, nats0 := e.serve.CPU(), e.nats.CPU()
 	r, err := Load(ctx, Options{URL: e.serve.URL, Secret: e.serve.Secret, DatabaseURL: e.db.URL, Check: true,
-		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, Events: natsEvents(nc)})
+		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, Events: NATSEvents(nc)})
 	serveCPU, natsCPU := e.serve.CPU()-serve0, e.nats.CPU()-nats0
 	pg1, pgErr := backendCPUs(ctx, pool)
 	run := &ExternalRun{Result: r, ServeRSS: serveRSS.finish(), NATSRSS: natsRSS.finish()}
@@ -427,11 +431,14 @@ func (x *external) maxAndHalf(ctx context.Context) error {
 	return nil
 }
 
-// natsEvents subscribes to events.> on nc (core NATS: each message as the
-// relay publishes it).
-func natsEvents(nc *nats.Conn) EventSource {
+// NATSEvents subscribes to events.> on nc (core NATS: each message as the
+// relay publishes it); nil for a nil nc.
+func NATSEvents(nc *nats.Conn) EventSource {
+	if nc == nil {
+		return nil
+	}
 	return func(fn func(data []byte)) (func(), error) {
-		sub, err := nc.Subscribe("events.>", func(m *nats.Msg) { fn(m.Data) })
+		sub, err := nc.Subscribe(stream.EventsRoot+".>", func(m *nats.Msg) { fn(m.Data) })
 		if err != nil {
 			return nil, err
 		}

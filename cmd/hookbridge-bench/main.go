@@ -1,28 +1,78 @@
-package cli
+// Command hookbridge-bench is hookbridge's load tool: signed webhooks at a
+// given concurrency or rate against hookbridge (the app library started in
+// this process, or a running one at --url), throughput, latency
+// percentiles and the exactly-once count check; see docs/PERFORMANCE.md.
+// It is a binary of its own so that the product binary carries none of it.
+package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"sync"
+	"syscall"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/loadgen"
-	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/cli"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 )
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// command is the command line: hookbridge's global flags (configuration
+// file, database, NATS) and the load tool's own.
+type command struct {
+	cli.Globals
+	BenchCmd
+}
+
+// runtime carries what the run needs.
+type runtime struct {
+	handlers app.Handlers
+	stdout   io.Writer
+	stderr   io.Writer
+	env      app.Env
+}
+
+// run parses args and runs the load; it returns the exit code (0 done, 1
+// failed, 2 bad command line), as `hookbridge bench` did.
+func run(args []string) int {
+	var c command
+	parser, err := kong.New(&c,
+		kong.Name("hookbridge-bench"),
+		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
+		kong.UsageOnError(),
+		kong.Exit(func(code int) { os.Exit(code) }))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if _, err := parser.Parse(args); err != nil {
+		parser.FatalIfErrorf(err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rt := &runtime{handlers: builtin.Handlers(), stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv}
+	if err := c.BenchCmd.Run(ctx, &c.Globals, rt); err != nil {
+		fmt.Fprintln(os.Stderr, "hookbridge-bench:", err)
+		return 1
+	}
+	return 0
+}
 
 // BenchCmd drives load at hookbridge and measures it; see
 // docs/PERFORMANCE.md.
@@ -58,6 +108,7 @@ type BenchCmd struct {
 	Soak       time.Duration `help:"Soak: instead of the external rounds, send --rate events/s (default 1000) for this long through serve in its own process and sample its and nats-server's RSS every --soak-sample."`
 	SoakSample time.Duration `name:"soak-sample" help:"RSS sampling interval of --soak." default:"5s"`
 	NATSStore  string        `name:"nats-store" help:"Store directory of --mode nats-server." hidden:""`
+	Hookbridge string        `help:"External modes: the hookbridge binary that runs serve (default: built from this module with go build into a temporary directory)." type:"path"`
 
 	JSON       bool   `name:"json" help:"Print the result as JSON instead of a table."`
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
@@ -65,8 +116,8 @@ type BenchCmd struct {
 }
 
 // Run implements the bench command.
-func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	cfg, err := g.load(rt)
+func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
+	cfg, err := g.Load(rt.env, rt.handlers)
 	if err != nil {
 		return err
 	}
@@ -85,7 +136,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		defer pprof.StopCPUProfile()
 	}
 	consumer := loadgen.ConsumerSettings{BatchSize: c.BatchSize, BatchWait: c.BatchWait, Concurrency: c.ConsumerConcurrency}
-	factory := c.envFactory(cfg, rt)
+	factory := loadgen.AppFactory(cfg.PoolURL(), cfg, rt.handlers, c.ServerLogLevel, rt.stderr)
 	adminURL := cfg.PoolURL()
 	progress := rt.stderr
 
@@ -151,15 +202,20 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		if c.NATSStore == "" {
 			return errors.New("bench: --mode nats-server needs --nats-store")
 		}
-		return loadgen.ServeNATS(ctx, c.NATSStore, bridge.RequiredMaxPayload(cfg.MaxBodyBytes), rt.stdout)
+		return loadgen.ServeNATS(ctx, c.NATSStore, cfg.NATSMaxPayload(), rt.stdout)
 	case "external":
-		exe, exeErr := os.Executable()
+		self, exeErr := os.Executable()
 		if exeErr != nil {
-			return fmt.Errorf("bench: find the hookbridge binary: %w", exeErr)
+			return fmt.Errorf("bench: find the hookbridge-bench binary: %w", exeErr)
 		}
+		exe, cleanup, exeErr := c.hookbridgeBinary(ctx, progress)
+		if exeErr != nil {
+			return fmt.Errorf("bench: %w", exeErr)
+		}
+		defer cleanup()
 		if c.Soak > 0 {
 			var r *loadgen.SoakResult
-			r, err = loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
+			r, err = loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
 				Concurrency: c.Concurrency, Sample: c.SoakSample, Progress: progress})
 			if r != nil {
 				out = r
@@ -167,7 +223,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			break
 		}
 		var s *loadgen.SuiteResult
-		s, err = loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, AdminURL: adminURL, Rounds: c.Repeat,
+		s, err = loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
 			Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, Progress: progress})
 		if s != nil {
 			out = s
@@ -262,7 +318,7 @@ func (c *BenchCmd) external(ctx context.Context, cfg app.Config, progress io.Wri
 			return nil, fmt.Errorf("connect nats: %w", err)
 		}
 		defer nc.Close()
-		o.Events = subscriber(nc)
+		o.Events = loadgen.NATSEvents(nc)
 	}
 	for _, cc := range cfg.Consumers {
 		if cc.Handler == "orders" {
@@ -273,137 +329,25 @@ func (c *BenchCmd) external(ctx context.Context, cfg app.Config, progress io.Wri
 	return loadgen.Load(ctx, o)
 }
 
-// envFactory builds the in-process environments of this command.
-func (c *BenchCmd) envFactory(base app.Config, rt *runtime) loadgen.EnvFactory {
-	return BenchEnvFactory(base.PoolURL(), base, rt.handlers, c.ServerLogLevel, rt.stderr)
-}
-
-// BenchEnvFactory builds in-process environments for [loadgen]: each has a
-// fresh database created on adminURL's server (dropped by Close) and a
-// JetStream store in a temporary directory, the default demo source with a
-// random secret and the orders consumer with the given settings. Streams
-// and relay settings are taken from base. The servers log at logLevel to
-// logOut.
-func BenchEnvFactory(adminURL string, base app.Config, handlers app.Handlers, logLevel string, logOut io.Writer) loadgen.EnvFactory {
-	return func(ctx context.Context, cs loadgen.ConsumerSettings) (loadgen.Env, error) {
-		db, err := loadgen.CreateDatabase(ctx, adminURL, "hookbridge_bench")
-		if err != nil {
-			return nil, err
-		}
-		dir, err := os.MkdirTemp("", "hookbridge-bench-")
-		if err != nil {
-			_ = db.Drop()
-			return nil, err
-		}
-		key := make([]byte, 24)
-		_, _ = rand.Read(key)
-		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
-		noEnv := func(string) (string, bool) { return "", false }
-		cfg := app.Config{
-			HTTPAddr:    "127.0.0.1:0",
-			DatabaseURL: db.URL,
-			DataDir:     dir,
-			LogLevel:    logLevel,
-			LogFormat:   "text",
-			Streams:     base.Streams,
-			Relay:       base.Relay,
-			Sources:     app.DefaultSources(func(k string) (string, bool) { return secret, k == "HOOKBRIDGE_DEMO_SECRET" }),
-			Consumers:   app.DefaultConsumers(),
-		}
-		cfg.Consumers[0].BatchSize = cs.BatchSize
-		cfg.Consumers[0].BatchWait = cs.BatchWait
-		cfg.Consumers[0].Concurrency = cs.Concurrency
-		cfg.ApplyEnv(noEnv)
-		if err := cfg.Validate(noEnv, handlers); err != nil {
-			_ = db.Drop()
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-		return &benchEnv{cfg: cfg, handlers: handlers, db: db, dir: dir, secret: secret, log: app.NewLogger(cfg, logOut)}, nil
+// hookbridgeBinary is --hookbridge, or the product binary built from this
+// module into a temporary directory that cleanup removes: the external
+// modes measure serve as the product runs it, in a process of its own.
+func (c *BenchCmd) hookbridgeBinary(ctx context.Context, progress io.Writer) (exe string, cleanup func(), err error) {
+	if c.Hookbridge != "" {
+		return c.Hookbridge, func() {}, nil
 	}
-}
-
-// benchEnv is one in-process environment (see [loadgen.Env]).
-type benchEnv struct {
-	cfg      app.Config
-	handlers app.Handlers
-	db       *loadgen.TempDatabase
-	dir      string
-	secret   string
-	log      *slog.Logger
-}
-
-func (e *benchEnv) DatabaseURL() string { return e.db.URL }
-func (e *benchEnv) Secret() string      { return e.secret }
-
-func (e *benchEnv) Close() error {
-	err := e.db.Drop()
-	return errors.Join(err, os.RemoveAll(e.dir))
-}
-
-// Start runs a app.Server with roles until the instance's Stop.
-func (e *benchEnv) Start(ctx context.Context, roles []string) (*loadgen.Instance, error) {
-	srv, err := app.NewServer(e.cfg, e.handlers, roles, e.log)
+	dir, err := os.MkdirTemp("", "hookbridge-bench-bin-")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx, func(addr string) { ready <- addr }) }()
-	select {
-	case addr := <-ready:
-		var once sync.Once
-		var stopErr error
-		stop := func() error {
-			once.Do(func() { cancel(); stopErr = <-done })
-			return stopErr
-		}
-		return &loadgen.Instance{URL: "http://" + addr, Stop: stop, Events: subscriber(srv.NATS()), Redelivered: e.redelivered(srv)}, nil
-	case err := <-done:
-		cancel()
-		if err == nil {
-			err = errors.New("hookbridge stopped before it was ready")
-		}
-		return nil, err
-	case <-ctx.Done():
-		cancel()
-		<-done
-		return nil, ctx.Err()
+	exe = filepath.Join(dir, "hookbridge")
+	fmt.Fprintln(progress, "bench: building hookbridge (pass --hookbridge to use a built one)")
+	out, err := exec.CommandContext(ctx, "go", "build", "-o", exe, "github.com/hookbridge/hookbridge/cmd/hookbridge").CombinedOutput()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build hookbridge: %w\n%s", err, out)
 	}
-}
-
-// redelivered reports the orders consumer's redelivery count.
-func (e *benchEnv) redelivered(srv *app.Server) func(ctx context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
-		cons, err := srv.JetStream().Consumer(ctx, stream.Hooks, e.cfg.Consumers[0].Name)
-		if err != nil {
-			return 0, err
-		}
-		info, err := cons.Info(ctx)
-		if err != nil {
-			return 0, err
-		}
-		return info.NumRedelivered, nil
-	}
-}
-
-// subscriber subscribes to events.> on nc (core NATS: it sees each
-// message as the relay publishes it).
-func subscriber(nc *nats.Conn) loadgen.EventSource {
-	if nc == nil {
-		return nil
-	}
-	return func(fn func(data []byte)) (func(), error) {
-		sub, err := nc.Subscribe(stream.EventsRoot+".>", func(m *nats.Msg) { fn(m.Data) })
-		if err != nil {
-			return nil, err
-		}
-		if err := sub.SetPendingLimits(-1, -1); err != nil {
-			return nil, err
-		}
-		return func() { _ = sub.Unsubscribe() }, nil
-	}
+	return exe, func() { _ = os.RemoveAll(dir) }, nil
 }
 
 // throughput prints a raw measurement.

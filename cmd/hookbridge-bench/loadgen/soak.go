@@ -14,7 +14,9 @@ import (
 // nats-server (own process), sampling both processes' RSS, to show where
 // memory settles.
 type SoakOptions struct {
+	// Exe and NATSExe are as in [ExternalOptions].
 	Exe      string
+	NATSExe  string
 	AdminURL string
 	Duration time.Duration // default 5 minutes
 	Rate     float64       // events per second, default 1000
@@ -52,8 +54,8 @@ type SoakResult struct {
 // Soak runs o.Rate events per second for o.Duration and samples the RSS
 // of serve and of nats-server every o.Sample.
 func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
-	if o.Exe == "" {
-		return nil, errors.New("loadgen: soak: no hookbridge binary")
+	if o.Exe == "" || o.NATSExe == "" {
+		return nil, errors.New("loadgen: soak: no hookbridge or hookbridge-bench binary")
 	}
 	if o.Duration <= 0 {
 		o.Duration = 5 * time.Minute
@@ -70,7 +72,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	x := &external{o: ExternalOptions{Exe: o.Exe, AdminURL: o.AdminURL}}
+	x := &external{o: ExternalOptions{Exe: o.Exe, NATSExe: o.NATSExe, AdminURL: o.AdminURL}}
 	e, err := x.startEnv(ctx, true)
 	if err != nil {
 		return nil, err

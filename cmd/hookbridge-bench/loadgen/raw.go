@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -69,7 +70,7 @@ func RawPublishSync(ctx context.Context, total, concurrency int) (Throughput, er
 		return Throughput{}, err
 	}
 	defer env.close()
-	runID := "raw-" + randomHex(4)
+	runID := "raw-" + pgtemp.RandomHex(4)
 	var next, errs atomic.Int64
 	var wg sync.WaitGroup
 	// The first failed publish ends the run: a rate with failures in it
@@ -118,7 +119,7 @@ func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error)
 		return Throughput{}, err
 	}
 	defer env.close()
-	runID := "raw-" + randomHex(4)
+	runID := "raw-" + pgtemp.RandomHex(4)
 	futures := make([]jetstream.PubAckFuture, 0, total)
 	cpu0 := ProcessCPU()
 	start := time.Now()
@@ -158,7 +159,7 @@ func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error)
 // created on adminURL's server and dropped afterwards. It is the rate a
 // consumer that commits every event on its own can reach at most.
 func RawInsert(ctx context.Context, adminURL string, total, concurrency int) (Throughput, error) {
-	db, err := CreateDatabase(ctx, adminURL, "hookbridge_bench_raw")
+	db, err := pgtemp.Create(ctx, adminURL, "hookbridge_bench_raw", "")
 	if err != nil {
 		return Throughput{}, err
 	}

@@ -10,15 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/cli"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/internal/loadgen"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 func factory(t *testing.T) loadgen.EnvFactory {
 	t.Helper()
-	return cli.BenchEnvFactory(testenv.AdminURL(), app.Config{}, builtin.Handlers(), "error", io.Discard)
+	return loadgen.AppFactory(testenv.AdminURL(), app.Config{}, builtin.Handlers(), "error", io.Discard)
 }
 
 func ctx(t *testing.T) context.Context {

@@ -4,10 +4,11 @@
 // and finally whether every event was applied exactly once, counted in the
 // database. It also measures the floors hookbridge is compared with: raw
 // JetStream publishing, a bare HTTP→publish server and raw Postgres
-// commits. `hookbridge bench` is its command line; tests run it small.
+// commits. cmd/hookbridge-bench is its command line; tests run it small.
 //
-// The package does not import app (app imports it); an in-process
-// hookbridge is supplied through [EnvFactory].
+// It is built on hookbridge's public pieces: the app library, started in
+// this process by [AppFactory] (or a hookbridge at a URL), and
+// bridge/verify's signer.
 package loadgen
 
 import (
@@ -27,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
 )
 
 // Options configure one load run ([Load]).
@@ -89,7 +91,7 @@ type Options struct {
 	RSSPID int
 	// Finished, when set, is called once every accepted event was applied
 	// (or waiting for that gave up), before the count check, while the
-	// instance still runs: `hookbridge bench --mem-profile` writes its
+	// instance still runs: `hookbridge-bench --mem-profile` writes its
 	// heap profile there.
 	Finished func()
 	// Client sends the requests (default: keep-alive client sized to
@@ -115,7 +117,7 @@ func (o *Options) setDefaults() error {
 		o.Total = 1000
 	}
 	if o.RunID == "" {
-		o.RunID = "bench-" + randomHex(4)
+		o.RunID = "bench-" + pgtemp.RandomHex(4)
 	}
 	if o.Consumer == "" {
 		o.Consumer = "orders"
@@ -466,19 +468,19 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 	// the signature is renewed, when it would soon be too old to verify.
 	signedAt := time.Now()
 	body := OrderBody(id, n, signedAt)
-	var sig string
+	var signed http.Header
 	for attempt := 0; ; attempt++ {
-		if sig == "" || time.Since(signedAt) > l.o.ResignAfter {
-			if sig != "" {
+		if signed == nil || time.Since(signedAt) > l.o.ResignAfter {
+			if signed != nil {
 				signedAt = time.Now()
 			}
 			var err error
-			if sig, err = verify.SignStandard(l.o.Secret, id, signedAt, body); err != nil {
+			if signed, err = verify.SignHeaders(verify.SchemeStandardWebhooks, l.o.Secret, id, signedAt, body, verify.HMACConfig{}); err != nil {
 				l.abort(fmt.Errorf("loadgen: sign: %w", err))
 				return
 			}
 		}
-		code, err := l.post(ctx, id, body, signedAt, sig)
+		code, err := l.post(ctx, body, signed)
 		if ctx.Err() != nil {
 			return
 		}
@@ -512,17 +514,15 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 	}
 }
 
-// post sends one request signed with sig at ts and returns the status (0
-// on a network error).
-func (l *loader) post(ctx context.Context, id string, body []byte, ts time.Time, sig string) (int, error) {
+// post sends one request with the signed headers and returns the status
+// (0 on a network error).
+func (l *loader) post(ctx context.Context, body []byte, signed http.Header) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
+	req.Header = signed.Clone()
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(verify.StandardHeaderID, id)
-	req.Header.Set(verify.StandardHeaderTimestamp, fmt.Sprint(ts.Unix()))
-	req.Header.Set(verify.StandardHeaderSignature, sig)
 	resp, err := l.o.Client.Do(req)
 	if err != nil {
 		return 0, err

@@ -7,18 +7,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookbridge/hookbridge/internal/loadgen"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
-// hookbridgeBinary builds cmd/hookbridge for the modes that run serve and
-// nats-server as processes of their own.
-func hookbridgeBinary(t *testing.T) string {
+// build builds the command pkg for the modes that run serve (the product
+// binary) and nats-server (the load tool) as processes of their own.
+func build(t *testing.T, pkg string) string {
 	t.Helper()
-	exe := filepath.Join(t.TempDir(), "hookbridge")
-	out, err := exec.Command("go", "build", "-o", exe, "github.com/hookbridge/hookbridge/cmd/hookbridge").CombinedOutput()
+	exe := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	out, err := exec.Command("go", "build", "-o", exe, pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("build hookbridge: %v\n%s", err, out)
+		t.Fatalf("build %s: %v\n%s", pkg, err, out)
 	}
 	return exe
 }
@@ -31,9 +31,10 @@ func TestExternalModesSmall(t *testing.T) {
 		t.Skip("builds the binary and runs processes")
 	}
 	t.Parallel()
-	exe := hookbridgeBinary(t)
+	exe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge")
+	natsExe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge-bench")
 	c := ctx(t)
-	res, err := loadgen.RunExternal(c, loadgen.ExternalOptions{Exe: exe, AdminURL: testenv.AdminURL(), Rounds: 1, Concurrency: 4, Total: 300, PGTotal: 100})
+	res, err := loadgen.RunExternal(c, loadgen.ExternalOptions{Exe: exe, NATSExe: natsExe, AdminURL: testenv.AdminURL(), Rounds: 1, Concurrency: 4, Total: 300, PGTotal: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestExternalModesSmall(t *testing.T) {
 		}
 	}
 
-	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, AdminURL: testenv.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
+	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, NATSExe: natsExe, AdminURL: testenv.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

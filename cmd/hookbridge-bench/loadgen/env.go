@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
 )
 
 // ConsumerSettings are the orders consumer's settings in an in-process
@@ -50,8 +52,8 @@ type Env interface {
 	Close() error
 }
 
-// EnvFactory creates environments; app supplies one built on
-// app.NewServer (loadgen cannot import app).
+// EnvFactory creates environments: [AppFactory] runs the app library in
+// this process.
 type EnvFactory func(ctx context.Context, c ConsumerSettings) (Env, error)
 
 // InProcess runs one load against a fresh in-process hookbridge with all
@@ -161,7 +163,7 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		return nil, err
 	}
 	defer env.Close() //nolint:errcheck // best effort cleanup
-	runID := "drain-" + randomHex(4)
+	runID := "drain-" + pgtemp.RandomHex(4)
 
 	in, err := env.Start(ctx, []string{"ingress"})
 	if err != nil {
