@@ -25,7 +25,12 @@ const NotifyChannel = "hookbridge_outbox"
 
 // Defaults of [RelayOptions].
 const (
-	DefaultBatchSize      = 256
+	// DefaultBatchSize bounds a round, which only matters with a
+	// backlog: rounds are woken by each commit's NOTIFY and take what is
+	// ready, so at low rates they are small whatever the bound. 1024 drains
+	// a backlog 1.2-1.5x faster than 256 (BenchmarkRelay) for fewer
+	// commits per row.
+	DefaultBatchSize      = 1024
 	DefaultPollInterval   = 5 * time.Second
 	DefaultMaxAttempts    = 20
 	DefaultBackoffBase    = 500 * time.Millisecond
@@ -48,7 +53,7 @@ var ErrNotConnected = errors.New("publisher: NATS connection is not connected")
 
 // RelayOptions tune a [Relay]. Zero values mean the defaults.
 type RelayOptions struct {
-	// BatchSize is how many rows one round claims and publishes (256).
+	// BatchSize is how many rows one round claims and publishes (1024).
 	BatchSize int
 	// PollInterval is the safety-net poll when no NOTIFY arrives (5s).
 	PollInterval time.Duration
