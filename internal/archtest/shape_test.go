@@ -1,0 +1,181 @@
+// Package archtest checks the import rules between hookbridge's packages
+// (docs: README.md, "Layout"). It has only tests: go list reports what
+// every package of the module imports, directly or not, and each rule is
+// a question about that graph.
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hookbridge/hookbridge"
+
+// pkg is what go list says about one package.
+type pkg struct {
+	ImportPath string
+	Standard   bool
+	Deps       []string // every package it imports, directly or not (not its tests)
+	Module     *struct{ Path string }
+}
+
+// rule is one import rule: no package that from selects may depend on a
+// package that banned selects.
+type rule struct {
+	name   string
+	from   func(path string) bool
+	banned func(dep pkg) bool
+}
+
+func under(prefix string) func(string) bool {
+	return func(path string) bool { return path == module+"/"+prefix || strings.HasPrefix(path, module+"/"+prefix+"/") }
+}
+
+func inModule(prefixes ...string) func(pkg) bool {
+	return func(dep pkg) bool {
+		for _, p := range prefixes {
+			if under(p)(dep.ImportPath) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// rules are the import rules of the layout.
+var rules = []rule{
+	{
+		// internal/* are the shared vocabulary and infrastructure below the
+		// role packages; reaching back up would make a cycle of intent. (A
+		// store package under internal/ may be imported by them, never the
+		// reverse, so the same rule holds for it.)
+		name:   "nothing under internal/ imports app, bridge, consumer, publisher or cli",
+		from:   under("internal"),
+		banned: inModule("app", "bridge", "consumer", "publisher", "cli"),
+	},
+	{
+		// The ingress keeps accepting while Postgres is down.
+		name: "bridge never imports a Postgres package",
+		from: under("bridge"),
+		banned: func(dep pkg) bool {
+			return strings.HasPrefix(dep.ImportPath, "github.com/jackc/") || strings.HasPrefix(dep.ImportPath, "github.com/lib/pq")
+		},
+	},
+	{
+		name:   "bridge/verify uses the standard library only",
+		from:   under("bridge/verify"),
+		banned: func(dep pkg) bool { return !dep.Standard },
+	},
+	{
+		name:   "app does not import examples",
+		from:   under("app"),
+		banned: inModule("examples"),
+	},
+	{
+		name:   "consumer and publisher do not import bridge",
+		from:   func(p string) bool { return under("consumer")(p) || under("publisher")(p) },
+		banned: inModule("bridge"),
+	},
+	{
+		name: "the product binary does not import the load tool",
+		from: func(p string) bool {
+			return p == module+"/cmd/hookbridge" || under("cmd/hookbridge/builtin")(p) || under("cli")(p) || under("app")(p)
+		},
+		banned: inModule("cmd/hookbridge-bench"),
+	},
+}
+
+// violations lists, per rule, each package that breaks it and the
+// dependency that does.
+func violations(pkgs map[string]pkg, rules []rule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, p := range pkgs {
+			if p.Standard || !strings.HasPrefix(p.ImportPath, module) || !r.from(p.ImportPath) {
+				continue
+			}
+			for _, d := range p.Deps {
+				dep, ok := pkgs[d]
+				if !ok {
+					dep = pkg{ImportPath: d}
+				}
+				if r.banned(dep) {
+					out = append(out, fmt.Sprintf("%s: %s imports %s", r.name, p.ImportPath, d))
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// listModule runs go list -deps over every package of the module.
+func listModule(t *testing.T) map[string]pkg {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
+	cmd := exec.Command(goTool, "list", "-deps", "-json=ImportPath,Standard,Deps,Module", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs[p.ImportPath] = p
+	}
+	return pkgs
+}
+
+func TestImportRules(t *testing.T) {
+	t.Parallel()
+	pkgs := listModule(t)
+	// The rules must look at something: the packages they name exist.
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench"} {
+		if _, ok := pkgs[module+"/"+p]; !ok {
+			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
+		}
+	}
+	for _, v := range violations(pkgs, rules) {
+		t.Error(v)
+	}
+}
+
+// Each rule catches the import it forbids (checked on a made-up graph, so
+// that a rule that can never fire does not pass unnoticed).
+func TestImportRulesCatchViolations(t *testing.T) {
+	t.Parallel()
+	m := func(p string) string { return module + "/" + p }
+	pkgs := map[string]pkg{}
+	add := func(path string, std bool, deps ...string) { pkgs[path] = pkg{ImportPath: path, Standard: std, Deps: deps} }
+	add(m("internal/stream"), false, m("app"))
+	add(m("bridge"), false, "github.com/jackc/pgx/v5")
+	add(m("bridge/verify"), false, "net/http", "github.com/some/lib")
+	add(m("app"), false, m("examples/orders"))
+	add(m("consumer"), false, m("bridge"))
+	add(m("cmd/hookbridge"), false, m("cmd/hookbridge-bench/loadgen"))
+	add("net/http", true)
+	got := violations(pkgs, rules)
+	if len(got) != len(rules) {
+		t.Fatalf("violations = %d, want one per rule (%d):\n%s", len(got), len(rules), strings.Join(got, "\n"))
+	}
+}
