@@ -37,7 +37,9 @@ type rule struct {
 }
 
 func under(prefix string) func(string) bool {
-	return func(path string) bool { return path == module+"/"+prefix || strings.HasPrefix(path, module+"/"+prefix+"/") }
+	return func(path string) bool {
+		return path == module+"/"+prefix || strings.HasPrefix(path, module+"/"+prefix+"/")
+	}
 }
 
 func inModule(prefixes ...string) func(pkg) bool {
@@ -166,7 +168,9 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	t.Parallel()
 	m := func(p string) string { return module + "/" + p }
 	pkgs := map[string]pkg{}
-	add := func(path string, std bool, deps ...string) { pkgs[path] = pkg{ImportPath: path, Standard: std, Deps: deps} }
+	add := func(path string, std bool, deps ...string) {
+		pkgs[path] = pkg{ImportPath: path, Standard: std, Deps: deps}
+	}
 	add(m("internal/stream"), false, m("app"))
 	add(m("bridge"), false, "github.com/jackc/pgx/v5")
 	add(m("bridge/verify"), false, "net/http", "github.com/some/lib")
