@@ -1,6 +1,10 @@
 package publisher
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Test hooks; see testHooks. Set them before Run or RunOnce is called.
 
@@ -11,3 +15,6 @@ func SetAfterPublish(r *Relay, f func(eventIDs []string) error) { r.hooks.afterP
 func SetAcked(r *Relay, f func(eventID string, ack *jetstream.PubAck)) { r.hooks.acked = f }
 
 func SetListening(r *Relay, f func()) { r.hooks.listening = f }
+
+// SetOutageRepeat sets how often a failure that goes on is logged again.
+func SetOutageRepeat(r *Relay, d time.Duration) { r.setOutageRepeat(d) }

@@ -124,6 +124,11 @@ type Relay struct {
 	ensured atomic.Bool
 	running atomic.Bool
 	hooks   testHooks
+
+	// One line when a failure starts, rate-limited repeats, one when it
+	// ends: rounds, the LISTEN connection and retention fail (and
+	// recover) separately.
+	roundOutage, listenOutage, retainOutage *outageLog
 }
 
 // testHooks let tests inject failures; set only from export_test.go.
@@ -148,6 +153,7 @@ type testHooks struct {
 func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Relay {
 	opts = opts.withDefaults()
 	r := &Relay{pool: pool, js: js, pub: js, opts: opts, log: opts.Logger.With("component", "outbox-relay")}
+	r.setOutageRepeat(DefaultOutageRepeat)
 	if nc := js.Conn(); nc != nil {
 		pub, err := jetstream.New(nc,
 			// Abandoned futures (PubAck never came) are dropped by the
@@ -161,6 +167,12 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Re
 		}
 	}
 	return r
+}
+
+func (r *Relay) setOutageRepeat(d time.Duration) {
+	r.roundOutage = newOutageLog(r.log, "outbox round", d)
+	r.listenOutage = newOutageLog(r.log, "outbox listener", d)
+	r.retainOutage = newOutageLog(r.log, "outbox retention", d)
 }
 
 // Run relays until ctx is done and returns nil then. It wakes on the
@@ -206,16 +218,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		case err != nil:
 			failures++
 			wait = min(r.backoff(failures), r.opts.PollInterval)
-			lvl := slog.LevelWarn
-			if errors.Is(err, ErrNotConnected) && failures > 1 {
-				lvl = slog.LevelDebug
-			}
-			r.log.Log(ctx, lvl, "outbox round failed", "err", err, "retry_in", wait)
+			r.roundOutage.fail(ctx, err, "retry_in", wait)
 		case res.progress():
 			failures = 0
+			r.roundOutage.ok(ctx)
 			continue // keep draining while rows are ready
 		default:
 			failures = 0
+			r.roundOutage.ok(ctx)
 			wait = r.opts.PollInterval
 			if d, ok, err := r.nextDue(ctx); err == nil && ok && d < wait {
 				wait = max(d, time.Millisecond)
@@ -296,12 +306,18 @@ func (r *Relay) listen(ctx context.Context, poke func()) {
 		},
 		LogError: func(ctx context.Context, err error) {
 			if ctx.Err() == nil {
-				r.log.Warn("outbox listener", "err", err)
+				r.listenOutage.fail(ctx, err, "retry_in", min(time.Second, r.opts.PollInterval))
 			}
 		},
 		ReconnectDelay: min(time.Second, r.opts.PollInterval),
 	}
-	l.Handle(NotifyChannel, wakeHandler{poke: poke, listening: r.hooks.listening})
+	listening := func() {
+		r.listenOutage.ok(ctx)
+		if r.hooks.listening != nil {
+			r.hooks.listening()
+		}
+	}
+	l.Handle(NotifyChannel, wakeHandler{poke: poke, listening: listening})
 	_ = l.Listen(ctx) // returns only when ctx is done
 }
 
@@ -334,9 +350,12 @@ func (r *Relay) retain(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			r.log.Warn("outbox retention failed", "err", err)
-		} else if n > 0 {
-			r.log.Info("outbox retention deleted sent rows", "rows", n)
+			r.retainOutage.fail(ctx, err, "retry_in", interval)
+		} else {
+			r.retainOutage.ok(ctx)
+			if n > 0 {
+				r.log.Info("outbox retention deleted sent rows", "rows", n)
+			}
 		}
 		select {
 		case <-ctx.Done():
