@@ -257,6 +257,10 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 // 5 s default, two instances starting together on a fresh cluster spent
 // 5 s on every unanswered request and took about 22 s to become ready.
 // Streams created by an attempt that timed out are found by the next one.
+// errCodeNoSuitablePeers is nats-server's JSClusterNoPeersErrF ("no
+// suitable peers for placement"); nats.go names no constant for it.
+const errCodeNoSuitablePeers jetstream.ErrorCode = 10005
+
 func (s *Server) ensureStreams(ctx context.Context) error {
 	tries := 0
 	attempt := func() (struct{}, error) {
@@ -283,7 +287,10 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		}
 		err := p.Wait()
 		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest {
+		// "No suitable peers for placement" is a 400 too, but on a cluster
+		// that is still forming (not every node has joined the meta group
+		// yet) it clears by itself, so it is retried like a time-out.
+		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest && apiErr.ErrorCode != errCodeNoSuitablePeers {
 			return struct{}{}, backoff.Permanent(err) // a configuration the server refuses
 		}
 		return struct{}{}, err
