@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -169,7 +170,14 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
 	if needsDB {
 		var err error
-		s.pool, err = pgxpool.New(ctx, s.cfg.PoolURL())
+		pcfg, err := pgxpool.ParseConfig(s.cfg.PoolURL())
+		if err != nil {
+			return fmt.Errorf("postgres config: %w", err)
+		}
+		if !strings.Contains(s.cfg.PoolURL(), "pool_max_conns") {
+			pcfg.MaxConns = s.poolSize()
+		}
+		s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
 		if err != nil {
 			return fmt.Errorf("postgres config: %w", err)
 		}
@@ -432,6 +440,26 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 	}
 	return bridge.New(s.ingressJS(), bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
 		Observer: s.ingressObserver()})
+}
+
+// poolSize is the Postgres pool's size when the URL sets none
+// (pool_max_conns): a connection for every batch the consumers may apply
+// at once, plus a few for the relay, the conflict recorder, the failure
+// counters and the health checks. pgxpool's own default (the number of
+// CPUs, at least 4) made the consumers' workers queue for connections
+// behind each other and the relay on small machines.
+func (s *Server) poolSize() int32 {
+	n := 0
+	if s.roles[RoleConsumer] {
+		for _, cc := range s.cfg.Consumers {
+			if cc.Concurrency > 0 {
+				n += cc.Concurrency
+			} else {
+				n += consumer.DefaultConcurrency
+			}
+		}
+	}
+	return int32(n + 4)
 }
 
 func (s *Server) consumers() ([]*consumer.Consumer, error) {

@@ -67,6 +67,10 @@ type Options struct {
 // DefaultBackoff is the redelivery delay schedule after failures.
 var defaultBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
 
+// DefaultConcurrency is how many batches a consumer applies at once when
+// the options name no number.
+const DefaultConcurrency = 4
+
 func (o *Options) setDefaults() error {
 	if !stream.ValidName(o.Name) {
 		return fmt.Errorf("consumer name %q: use letters, digits, '-' and '_'", o.Name)
@@ -90,7 +94,7 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("consumer %s: no handler", o.Name)
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 4
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
