@@ -104,7 +104,7 @@ func (a *applier) one(ctx context.Context, ev Event) Result {
 func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) error {
 	if len(evs) == 1 {
 		results[0] = a.one(ctx, evs[0])
-		if IsTransient(results[0].Err) {
+		if a.stops(ctx, results[0].Err) {
 			return results[0].Err
 		}
 		return nil
@@ -113,7 +113,7 @@ func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) err
 	if f == nil {
 		return nil
 	}
-	if a.outage(ctx, f.err) {
+	if a.outage(ctx, f.err, f.located(len(evs))) {
 		cause := f.err
 		if !IsTransient(cause) {
 			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
@@ -160,7 +160,7 @@ func (a *applier) savepoints(ctx context.Context, evs []Event, results []Result)
 	if cause == nil {
 		return nil
 	}
-	if a.outage(ctx, cause) {
+	if a.outage(ctx, cause, false) {
 		if !IsTransient(cause) {
 			cause = fmt.Errorf("%w: %w", errUnreachable, cause)
 		}
@@ -169,7 +169,7 @@ func (a *applier) savepoints(ctx context.Context, evs []Event, results []Result)
 	}
 	for i, ev := range evs {
 		results[i] = a.one(ctx, ev)
-		if IsTransient(results[i].Err) {
+		if a.stops(ctx, results[i].Err) {
 			failAll(evs[i+1:], results[i+1:], results[i].Err)
 			return results[i].Err
 		}
@@ -180,16 +180,30 @@ func (a *applier) savepoints(ctx context.Context, evs []Event, results []Result)
 // outage reports whether a failed batch transaction was the database's
 // doing. A time-out is decided by a ping: it also closes the connection
 // (so the error looks like a lost connection) when the culprit is merely
-// a slow event.
-func (a *applier) outage(ctx context.Context, cause error) bool {
+// a slow event. So is a transient error that the handler's failure
+// located on one event or run (located): a deadlock or serialization
+// failure of one event's own statements says nothing about the others,
+// which the per-event path would apply; only a database that does not
+// answer fails them all.
+func (a *applier) outage(ctx context.Context, cause error, located bool) bool {
 	switch {
-	case errors.Is(cause, errBeginFailed):
+	case errors.Is(cause, errBeginFailed), errors.Is(cause, errUnreachable):
 		return true
 	case timedOut(cause):
 		return !a.answers(ctx)
+	case IsTransient(cause):
+		return !located || !a.answers(ctx)
 	default:
-		return IsTransient(cause)
+		return false
 	}
+}
+
+// stops reports whether the failure of one event applied alone means the
+// database is down, so that nothing after it should be tried: a
+// transient failure after which the database does not answer. One that
+// it answers after (a deadlock, a killed backend) fails that event only.
+func (a *applier) stops(ctx context.Context, err error) bool {
+	return IsTransient(err) && a.outage(ctx, err, true)
 }
 
 // timedOut reports whether err is a deadline or cancellation, the way a

@@ -1,0 +1,69 @@
+package consumer_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+)
+
+func reviewEvent(id string, seq uint64) consumer.Event {
+	body := testenv.OrderBody(orders.Created, "o-"+id, 100)
+	return consumer.Event{Source: "demo", ID: id, Type: orders.Created, Body: body, BodySHA256: sha256.Sum256(body),
+		StreamSeq: seq, NumDelivered: 1}
+}
+
+// TestSetwiseTransientHandlerErrorFailsOnlyItsEvent: a handler statement
+// that fails with a transient SQLSTATE (a deadlock with another writer of
+// the same business row) for one event, while the database answers, fails
+// that event only, as at batch size 1; the other events of the batch are
+// applied, not nak'd with it.
+func TestSetwiseTransientHandlerErrorFailsOnlyItsEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	inner := orders.Handler("orders")
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		if ev.ID == "e-5" {
+			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'lock cycle' USING ERRCODE = '40P01'; END $$`)
+			return err
+		}
+		return inner.Handle(ctx, tx, ev)
+	})
+	var evs []consumer.Event
+	for i := range 10 {
+		evs = append(evs, reviewEvent(fmt.Sprintf("e-%d", i), uint64(i+1)))
+	}
+	for _, mode := range []string{"per-event", "set-wise"} {
+		db := testenv.Postgres(t, orders.Migrations())
+		var outs []consumer.Result
+		if mode == "set-wise" {
+			outs = consumer.ApplyBatch(ctx, db.Pool, "orders", h, evs)
+		} else {
+			for _, ev := range evs {
+				out, err := consumer.Apply(ctx, db.Pool, "orders", h, ev)
+				outs = append(outs, consumer.Result{Outcome: out, Err: err})
+			}
+		}
+		for i, r := range outs {
+			want := consumer.Processed
+			if evs[i].ID == "e-5" {
+				want = consumer.Failed
+				if !consumer.IsTransient(r.Err) {
+					t.Errorf("%s: %s: err %v, want a transient one", mode, evs[i].ID, r.Err)
+				}
+			}
+			if r.Outcome != want {
+				t.Errorf("%s: %s: %v (%v), want %v", mode, evs[i].ID, r.Outcome, r.Err, want)
+			}
+		}
+		if n := db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 9 {
+			t.Errorf("%s: %d inbox rows, want 9", mode, n)
+		}
+	}
+}
