@@ -52,13 +52,19 @@ type DeadLetter struct {
 // consumer, source, event id and stream sequence) keeps one row and only
 // refreshes the delivery count and error of an unresolved one. The
 // message's failure counter (hookbridge.delivery_failures) is deleted in
-// the same statement: it has done its job.
+// the same statement: it has done its job. The statement runs under the
+// message's lock (see countFailure), so a failure of another delivery
+// counted at the same moment is deleted too or sees the dead letter.
 func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) error {
 	body := d.Body
 	if body == nil {
 		body = []byte{}
 	}
-	_, err := pool.Exec(ctx, `
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockMessage(ctx, tx, d.Consumer, d.Source, d.EventID, d.StreamSeq); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
 		WITH counter AS (
 			DELETE FROM hookbridge.delivery_failures
 			WHERE consumer = $1 AND source = $2 AND event_id = $3 AND stream_seq = $6
@@ -70,8 +76,10 @@ func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) err
 			SET deliveries = GREATEST(dead_letters.deliveries, EXCLUDED.deliveries),
 			    last_error = EXCLUDED.last_error
 			WHERE dead_letters.resolved_at IS NULL`,
-		d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
-		d.Reason, ShortError(d.LastError), body)
+			d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
+			d.Reason, ShortError(d.LastError), body)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("record dead letter %s seq %d: %w", d.Consumer, d.StreamSeq, err)
 	}

@@ -45,32 +45,73 @@ const countTimeout = 5 * time.Second
 // new count, or 0 when the message was settled meanwhile by another
 // delivery of it (applied, or dead-lettered): two deliveries of one
 // message can be in flight at once after an ack_wait expiry, and a
-// counter created after the other one's dead letter deleted it would
-// stay forever.
+// counter created after the other one's dead letter or apply deleted it
+// would stay forever.
+//
+// Checking for the other delivery's inbox or dead-letter row is not
+// enough on its own: in READ COMMITTED the upsert does not see a row the
+// other delivery has not committed yet, and that one's deletion of the
+// counter has already run (the apply deletes it with its claim). So the
+// upsert first waits for both: it tries the message's inbox claim, which
+// waits for an apply of the key in flight exactly as a racing claim does
+// (and holds off a new one until this transaction ends, after which that
+// one's deletion sees this counter), and takes the message's lock that
+// [RecordDeadLetter] takes. The probe's inbox row is deleted again in the
+// same transaction; nobody ever sees it.
 func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var n int
-	err := pool.QueryRow(ctx, `
-		INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
-		SELECT $1, $2, $3, $4, 1, $5
-		WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
-		                  WHERE d.consumer = $1 AND d.source = $2 AND d.event_id = $3 AND d.stream_seq = $4)
-		  AND NOT EXISTS (SELECT 1 FROM hookbridge.inbox i
-		                  WHERE i.consumer = $1 AND i.source = $2 AND i.event_id = $3 AND i.stream_seq = $4)
-		ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
-			SET failures = delivery_failures.failures + 1,
-			    last_error = EXCLUDED.last_error,
-			    updated_at = now()
-		RETURNING failures`,
-		consumer, ev.Source, ev.ID, int64(ev.StreamSeq), ShortError(cause.Error())).Scan(&n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockMessage(ctx, tx, consumer, ev.Source, ev.ID, ev.StreamSeq); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, claimSQL, consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+		if err != nil {
+			return fmt.Errorf("probe inbox: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			if _, err := tx.Exec(ctx, `
+				DELETE FROM hookbridge.inbox WHERE consumer = $1 AND source = $2 AND event_id = $3`,
+				consumer, ev.Source, ev.ID); err != nil {
+				return fmt.Errorf("remove inbox probe: %w", err)
+			}
+		}
+		err = tx.QueryRow(ctx, `
+			INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
+			SELECT $1, $2, $3, $4, 1, $5
+			WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
+			                  WHERE d.consumer = $1 AND d.source = $2 AND d.event_id = $3 AND d.stream_seq = $4)
+			  AND NOT EXISTS (SELECT 1 FROM hookbridge.inbox i
+			                  WHERE i.consumer = $1 AND i.source = $2 AND i.event_id = $3 AND i.stream_seq = $4)
+			ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
+				SET failures = delivery_failures.failures + 1,
+				    last_error = EXCLUDED.last_error,
+				    updated_at = now()
+			RETURNING failures`,
+			consumer, ev.Source, ev.ID, int64(ev.StreamSeq), ShortError(cause.Error())).Scan(&n)
+		if errors.Is(err, pgx.ErrNoRows) {
+			n = 0
+			return nil
+		}
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}
 	return n, nil
+}
+
+// lockMessage takes the transaction lock that serialises the failure
+// counter's upsert with the dead letter of the same message, so that
+// neither misses the other's committed row.
+func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, seq uint64) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		fmt.Sprintf("hookbridge.delivery_failures/%s/%s/%s/%d", consumer, source, id, seq))
+	if err != nil {
+		return fmt.Errorf("lock message: %w", err)
+	}
+	return nil
 }
 
 // queueClearFailures adds the deletion of the counters of evs' redelivered

@@ -3,8 +3,10 @@ package consumer_test
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -65,5 +67,45 @@ func TestSetwiseTransientHandlerErrorFailsOnlyItsEvent(t *testing.T) {
 		if n := db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 9 {
 			t.Errorf("%s: %d inbox rows, want 9", mode, n)
 		}
+	}
+}
+
+// TestFailureCountDuringConcurrentApplyLeavesNoCounter: after an ack_wait
+// expiry one delivery of a message can fail while another is applying it.
+// The failed one's counter must not outlive the apply that commits.
+func TestFailureCountDuringConcurrentApplyLeavesNoCounter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.Postgres(t, orders.Migrations())
+	ev := reviewEvent("e-race", 7)
+	ev.NumDelivered = 2
+	inner := orders.Handler("orders")
+	started, release := make(chan struct{}), make(chan struct{})
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		close(started)
+		<-release
+		return inner.Handle(ctx, tx, ev)
+	})
+	applied := make(chan consumer.Result, 1)
+	go func() {
+		out, err := consumer.Apply(ctx, db.Pool, "orders", h, ev)
+		applied <- consumer.Result{Outcome: out, Err: err}
+	}()
+	<-started
+	counted := make(chan error, 1)
+	go func() {
+		_, err := consumer.CountFailure(ctx, db.Pool, "orders", ev, errors.New("handler failed on the other delivery"))
+		counted <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // let the count run (or wait) while the apply is open
+	close(release)
+	if r := <-applied; r.Outcome != consumer.Processed {
+		t.Fatalf("apply: %v %v", r.Outcome, r.Err)
+	}
+	if err := <-counted; err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures`); n != 0 {
+		t.Errorf("%d failure counters left behind by an applied message, want 0", n)
 	}
 }
