@@ -190,12 +190,16 @@ type ConflictRecord struct {
 // detector, event and rejected body) keeps one row.
 func RecordConflict(ctx context.Context, tx pgx.Tx, c ConflictRecord) error {
 	sum := sha256.Sum256(c.RejectedBody)
+	body := c.RejectedBody
+	if body == nil {
+		body = []byte{} // an empty body is not NULL (the column is NOT NULL), as in recordConflicts
+	}
 	_, err := tx.Exec(ctx, `
 		INSERT INTO hookbridge.conflicts
 			(detected_by, source, event_id, event_type, original_sha256, original_seq, rejected_sha256, rejected_seq, rejected_body)
 		VALUES ($1, $2, $3, $4, $5, NULLIF($6, 0), $7, NULLIF($8, 0), $9)
 		ON CONFLICT DO NOTHING`,
-		c.DetectedBy, c.Source, c.EventID, c.EventType, c.OriginalSHA256, c.OriginalSeq, sum[:], c.RejectedSeq, c.RejectedBody)
+		c.DetectedBy, c.Source, c.EventID, c.EventType, c.OriginalSHA256, c.OriginalSeq, sum[:], c.RejectedSeq, body)
 	if err != nil {
 		return fmt.Errorf("record conflict %s/%s: %w", c.Source, c.EventID, err)
 	}

@@ -109,3 +109,30 @@ func TestFailureCountDuringConcurrentApplyLeavesNoCounter(t *testing.T) {
 		t.Errorf("%d failure counters left behind by an applied message, want 0", n)
 	}
 }
+
+// TestEmptyBodyConflictMatchesSetwise: a conflicting repeat with an
+// empty body is recorded as a conflict on both paths (the column is NOT
+// NULL; an empty body must not become NULL).
+func TestEmptyBodyConflictMatchesSetwise(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := consumer.HandlerFunc(func(context.Context, pgx.Tx, consumer.Event) error { return nil })
+	orig := consumer.Event{Source: "demo", ID: "e-empty", Type: "t", Body: []byte("x"), BodySHA256: sha256.Sum256([]byte("x")), StreamSeq: 1, NumDelivered: 1}
+	empty := consumer.Event{Source: "demo", ID: "e-empty", Type: "t", BodySHA256: sha256.Sum256(nil), StreamSeq: 2, NumDelivered: 1}
+	for _, setwise := range []bool{false, true} {
+		db := testenv.Postgres(t)
+		if out, err := consumer.Apply(ctx, db.Pool, "c", h, orig); out != consumer.Processed {
+			t.Fatalf("apply: %v %v", out, err)
+		}
+		var r consumer.Result
+		if setwise {
+			r = consumer.ApplyBatch(ctx, db.Pool, "c", h, []consumer.Event{empty, empty})[0]
+		} else {
+			out, err := consumer.Apply(ctx, db.Pool, "c", h, empty)
+			r = consumer.Result{Outcome: out, Err: err}
+		}
+		if r.Outcome != consumer.Conflict {
+			t.Errorf("set-wise %v: %v (%v), want conflict", setwise, r.Outcome, r.Err)
+		}
+	}
+}
