@@ -7,23 +7,51 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// EventFromMsg turns a HOOKS stream message into an [Event]. The body hash
-// is computed here rather than trusted from the header, so the inbox key
-// always matches the bytes the handler sees.
+// MsgParts is what [EventFromParts] needs of a HOOKS stream message,
+// whether it was delivered by a consumer or read by sequence for a replay.
+type MsgParts struct {
+	Subject      string
+	Header       nats.Header
+	Data         []byte
+	StreamSeq    uint64
+	NumDelivered uint64    // 1 for a message read by sequence
+	StoredAt     time.Time // when the stream stored it; used without a received-at header
+}
+
+// EventFromMsg turns a message delivered by a HOOKS consumer into an
+// [Event]; see [EventFromParts].
 func EventFromMsg(msg jetstream.Msg) (Event, error) {
-	h := msg.Headers()
+	p := MsgParts{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
+	if md, err := msg.Metadata(); err == nil {
+		p.StreamSeq, p.NumDelivered, p.StoredAt = md.Sequence.Stream, md.NumDelivered, md.Timestamp
+	}
+	return EventFromParts(p)
+}
+
+// EventFromParts turns a HOOKS stream message into an [Event]; it is the
+// one place that does so, for delivered and replayed messages alike. The
+// body hash is computed here rather than trusted from the header, so the
+// inbox key always matches the bytes the handler sees.
+func EventFromParts(p MsgParts) (Event, error) {
+	h := p.Header
+	if h == nil {
+		h = nats.Header{}
+	}
 	ev := Event{
-		Source:     h.Get(stream.HeaderSource),
-		ID:         h.Get(stream.HeaderEventID),
-		Header:     h,
-		Body:       msg.Data(),
-		BodySHA256: sha256.Sum256(msg.Data()),
-		Subject:    msg.Subject(),
+		Source:       h.Get(stream.HeaderSource),
+		ID:           h.Get(stream.HeaderEventID),
+		Header:       h,
+		Body:         p.Data,
+		BodySHA256:   sha256.Sum256(p.Data),
+		Subject:      p.Subject,
+		StreamSeq:    p.StreamSeq,
+		NumDelivered: p.NumDelivered,
 	}
 	// The header holds the provider's spelling of the type, the subject
 	// only its mapping to tokens.
@@ -35,7 +63,7 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 	// Messages published by other tools may lack hookbridge's headers:
 	// fall back to the subject and the de-duplication id.
 	if ev.Source == "" || ev.Type == "" {
-		parts := strings.SplitN(msg.Subject(), ".", 3)
+		parts := strings.SplitN(p.Subject, ".", 3)
 		if len(parts) == 3 && parts[0] == stream.HooksRoot {
 			if ev.Source == "" {
 				ev.Source = parts[1]
@@ -58,20 +86,16 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 			ev.ReceivedAt = t
 		}
 	}
-	if md, err := msg.Metadata(); err == nil {
-		ev.StreamSeq = md.Sequence.Stream
-		ev.NumDelivered = md.NumDelivered
-		if ev.ReceivedAt.IsZero() {
-			ev.ReceivedAt = md.Timestamp
-		}
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = p.StoredAt
 	}
 	switch {
 	case ev.Source == "":
-		return ev, fmt.Errorf("message on %s: %w: no source", msg.Subject(), errUnusable)
+		return ev, fmt.Errorf("message on %s: %w: no source", p.Subject, errUnusable)
 	case ev.ID == "":
-		return ev, fmt.Errorf("message on %s: %w: no event id", msg.Subject(), errUnusable)
+		return ev, fmt.Errorf("message on %s: %w: no event id", p.Subject, errUnusable)
 	case ev.Type == "":
-		return ev, fmt.Errorf("message on %s: %w: no event type", msg.Subject(), errUnusable)
+		return ev, fmt.Errorf("message on %s: %w: no event type", p.Subject, errUnusable)
 	}
 	return ev, nil
 }

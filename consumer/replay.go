@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -211,7 +210,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		if !r.inTimeRange(raw.Time) {
 			continue
 		}
-		ev, evErr := EventFromMsg(rawMsg{raw})
+		ev, evErr := EventFromParts(MsgParts{Subject: raw.Subject, Header: raw.Header, Data: raw.Data, StreamSeq: raw.Sequence, NumDelivered: 1, StoredAt: raw.Time})
 		if evErr == nil && (ev.Source != d.Source || ev.ID != d.EventID) {
 			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: ReplayMismatch,
 				Error: fmt.Sprintf("dead letter is %s/%s", d.Source, d.EventID)})
@@ -424,30 +423,3 @@ func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Even
 		return Conflict.String(), nil
 	}
 }
-
-// rawMsg presents a message read with GetMsg as a [jetstream.Msg], so
-// [EventFromMsg] is the one place that turns stream messages into events.
-// It cannot be acknowledged: it was not delivered by a consumer.
-type rawMsg struct{ m *jetstream.RawStreamMsg }
-
-var errNotDelivered = errors.New("message read by sequence cannot be acknowledged")
-
-func (r rawMsg) Metadata() (*jetstream.MsgMetadata, error) {
-	return &jetstream.MsgMetadata{
-		Sequence:     jetstream.SequencePair{Stream: r.m.Sequence},
-		NumDelivered: 1,
-		Timestamp:    r.m.Time,
-		Stream:       stream.Hooks,
-	}, nil
-}
-func (r rawMsg) Data() []byte                     { return r.m.Data }
-func (r rawMsg) Headers() nats.Header             { return r.m.Header }
-func (r rawMsg) Subject() string                  { return r.m.Subject }
-func (r rawMsg) Reply() string                    { return "" }
-func (r rawMsg) Ack() error                       { return errNotDelivered }
-func (r rawMsg) DoubleAck(context.Context) error  { return errNotDelivered }
-func (r rawMsg) Nak() error                       { return errNotDelivered }
-func (r rawMsg) NakWithDelay(time.Duration) error { return errNotDelivered }
-func (r rawMsg) InProgress() error                { return errNotDelivered }
-func (r rawMsg) Term() error                      { return errNotDelivered }
-func (r rawMsg) TermWithReason(string) error      { return errNotDelivered }
