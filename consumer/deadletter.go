@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/errtext"
 )
 
 // Reasons a message is dead-lettered.
@@ -193,27 +192,10 @@ func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string,
 	return nil
 }
 
-// maxErrorLen bounds stored and logged error texts: enough to diagnose,
-// too short to carry a payload.
-const maxErrorLen = 500
-
-// credentialsInURL matches the user-info part of a URL.
-var credentialsInURL = regexp.MustCompile(`://[^/@\s]*@`)
-
 // ShortError makes an error text safe to store: one line, credentials in
-// URLs removed, at most 500 bytes.
-func ShortError(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	s = credentialsInURL.ReplaceAllString(s, "://***@")
-	if len(s) <= maxErrorLen {
-		return s
-	}
-	cut := maxErrorLen
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
+// URLs removed, at most 500 bytes (see internal/errtext, which the relay's
+// last_error uses too).
+func ShortError(s string) string { return errtext.Short(s) }
 
 // deadLetter records the message in hookbridge.dead_letters and terms it.
 // When the row cannot be written the message is nak'd instead: it is

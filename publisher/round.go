@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -527,21 +528,9 @@ func (r *Relay) logOutcome(ctx context.Context, out outcome) {
 	}
 }
 
-// shortError is an error text fit for last_error: one line, bounded. Publish
-// errors never contain the payload or credentials.
-func shortError(err error) string {
-	s := strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, err.Error())
-	const maxLen = 300
-	if len(s) > maxLen {
-		s = strings.ToValidUTF8(s[:maxLen], "") + "…"
-	}
-	return s
-}
+// shortError is an error text fit for last_error and logs: the rule the
+// consumer's dead letters follow too (internal/errtext).
+func shortError(err error) string { return errtext.Short(err.Error()) }
 
 // decodeHeaders reads the row's headers column (a JSON object of strings).
 func decodeHeaders(raw []byte) (nats.Header, error) {
