@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -58,15 +59,11 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 	}
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO hookbridge.outbox (event_id, subject, headers, payload, ordering_key)
-		VALUES ($1, $2, $3::jsonb, $4, $5)
-		ON CONFLICT DO NOTHING`,
-		m.ID, m.Subject, headers, m.Payload, orderingKey(m))
+	inserted, err := store.OutboxInsert(ctx, tx, m.ID, m.Subject, headers, m.Payload, orderingKey(m))
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 	}
-	if tag.RowsAffected() == 1 {
+	if inserted {
 		return nil
 	}
 	return checkExisting(ctx, tx, []Message{m})
@@ -114,21 +111,9 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		payloads = append(payloads, m.Payload)
 		keys = append(keys, orderingKey(m))
 	}
-	// ORDER BY ord: rows are inserted, and draw their identity and key_seq,
-	// in slice order, as consecutive Enqueue calls would.
-	rows, err := tx.Query(ctx, `
-		INSERT INTO hookbridge.outbox (event_id, subject, headers, payload, ordering_key)
-		SELECT u.event_id, u.subject, u.headers::jsonb, u.payload, u.ordering_key
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[])
-		     WITH ORDINALITY AS u(event_id, subject, headers, payload, ordering_key, ord)
-		ORDER BY u.ord
-		ON CONFLICT DO NOTHING
-		RETURNING event_id`,
-		ids, subjects, headers, payloads, keys)
-	if err != nil {
-		return fmt.Errorf("enqueue %d outbox events: %w", len(ids), err)
-	}
-	inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	// Rows are inserted, and draw their identity and key_seq, in slice
+	// order, as consecutive Enqueue calls would.
+	inserted, err := store.OutboxInsertMany(ctx, tx, ids, subjects, headers, payloads, keys)
 	if err != nil {
 		return fmt.Errorf("enqueue %d outbox events: %w", len(ids), err)
 	}
@@ -158,26 +143,16 @@ func checkExisting(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		want[m.ID] = m
 		ids[i] = m.ID
 	}
-	rows, err := tx.Query(ctx, `SELECT event_id, subject, payload FROM hookbridge.outbox WHERE event_id = ANY($1)`, ids)
+	stored, err := store.OutboxExisting(ctx, tx, ids)
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: read existing: %w", ids[0], err)
 	}
 	found := make(map[string]bool, len(msgs))
-	for rows.Next() {
-		var id, subject string
-		var payload []byte
-		if err := rows.Scan(&id, &subject, &payload); err != nil {
-			rows.Close()
-			return fmt.Errorf("enqueue outbox event %s: read existing: %w", ids[0], err)
+	for _, c := range stored {
+		found[c.EventID] = true
+		if m := want[c.EventID]; c.Subject != m.Subject || !bytes.Equal(c.Payload, m.Payload) {
+			return fmt.Errorf("enqueue outbox event %s: %w", c.EventID, ErrIDReused)
 		}
-		found[id] = true
-		if m := want[id]; subject != m.Subject || !bytes.Equal(payload, m.Payload) {
-			rows.Close()
-			return fmt.Errorf("enqueue outbox event %s: %w", id, ErrIDReused)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("enqueue outbox event %s: read existing: %w", ids[0], err)
 	}
 	for _, id := range ids {
 		if !found[id] {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -281,11 +282,7 @@ func (r *Relay) retryDelay(attempts int, ambiguous bool) time.Duration {
 // nextDue is how long until the earliest pending row that is not yet due
 // becomes due.
 func (r *Relay) nextDue(ctx context.Context) (time.Duration, bool, error) {
-	var ms *int64
-	err := r.pool.QueryRow(ctx, `
-		SELECT ceil(extract(epoch FROM min(next_attempt_at) - now()) * 1000)::bigint
-		FROM hookbridge.outbox
-		WHERE status = 'pending' AND next_attempt_at > now()`).Scan(&ms)
+	ms, err := store.OutboxNextDue(ctx, r.pool)
 	if err != nil || ms == nil {
 		return 0, false, err
 	}
@@ -383,60 +380,39 @@ func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	if r.opts.Retention < 0 {
 		return 0, nil
 	}
-	var cutoff time.Time
-	if err := r.pool.QueryRow(ctx, `SELECT now() - $1 * interval '1 microsecond'`, r.opts.Retention.Microseconds()).Scan(&cutoff); err != nil {
+	cutoff, err := store.Cutoff(ctx, r.pool, r.opts.Retention.Microseconds())
+	if err != nil {
 		return 0, fmt.Errorf("purge sent outbox rows: %w", err)
 	}
 	var total int64
 	after := int64(0) // identity ids start at 1
 	for {
-		rows, err := r.pool.Query(ctx, `
-			SELECT id, created_at >= $2, status = 'sent' AND sent_at < $2
-			FROM hookbridge.outbox
-			WHERE id > $1
-			ORDER BY id
-			LIMIT $3`, after, cutoff, PurgeBatchSize)
+		cands, err := store.OutboxPurgeScan(ctx, r.pool, after, cutoff, PurgeBatchSize)
 		if err != nil {
 			return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
 		}
 		var victims []int64
-		scanned, stop := 0, false
-		for rows.Next() {
-			var id int64
-			var recent, expired bool
-			if err := rows.Scan(&id, &recent, &expired); err != nil {
-				rows.Close()
-				return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
-			}
-			scanned++
-			if recent {
+		stop := false
+		for _, c := range cands {
+			if c.Recent {
 				stop = true
 				break
 			}
-			after = id
-			if expired {
-				victims = append(victims, id)
+			after = c.ID
+			if c.Expired {
+				victims = append(victims, c.ID)
 			}
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
-		}
 		if len(victims) > 0 {
-			// The conditions again under the row lock: a row requeued or
-			// deleted since the scan is left alone.
-			tag, err := r.pool.Exec(ctx, `
-				DELETE FROM hookbridge.outbox
-				WHERE id = ANY (ARRAY(
-					SELECT id FROM hookbridge.outbox
-					WHERE id = ANY ($1) AND status = 'sent' AND sent_at < $2
-					FOR UPDATE SKIP LOCKED))`, victims, cutoff)
+			// The conditions are checked again under the row lock: a row
+			// requeued or deleted since the scan is left alone.
+			n, err := store.OutboxPurgeDelete(ctx, r.pool, victims, cutoff)
 			if err != nil {
 				return total, fmt.Errorf("purge sent outbox rows: %w", err)
 			}
-			total += tag.RowsAffected()
+			total += n
 		}
-		if stop || scanned < PurgeBatchSize {
+		if stop || len(cands) < PurgeBatchSize {
 			return total, nil
 		}
 	}

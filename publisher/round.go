@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -32,20 +33,16 @@ type outRow struct {
 	nextAttempt time.Time
 }
 
-// headers is NULL when a row has none (migration 0006; older rows hold {}).
-const rowColumns = `id, event_id, subject, coalesce(headers::text, ''), payload, ordering_key, key_seq, attempts, next_attempt_at`
-
-func scanRows(rows pgx.Rows) ([]*outRow, error) {
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*outRow, error) {
-		var o outRow
-		var headers string
-		err := row.Scan(&o.id, &o.eventID, &o.subject, &headers, &o.payload, &o.key, &o.keySeq, &o.attempts, &o.nextAttempt)
-		o.headers = []byte(headers)
-		if o.key != nil && *o.key == "" {
-			o.key = nil
+// fromStore converts claimed rows into the relay's working form.
+func fromStore(rs []store.OutboxRow) []*outRow {
+	out := make([]*outRow, len(rs))
+	for i, s := range rs {
+		out[i] = &outRow{
+			id: s.ID, eventID: s.EventID, subject: s.Subject, headers: s.Headers, payload: s.Payload,
+			key: s.OrderingKey, keySeq: s.KeySeq, attempts: s.Attempts, nextAttempt: s.NextAttempt,
 		}
-		return &o, err
-	})
+	}
+	return out
 }
 
 // roundResult counts what one round did.
@@ -161,28 +158,11 @@ func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
 	// A relay stuck with an open transaction (hung process, partition)
 	// loses its session and with it the claim.
 	idle := r.opts.PublishTimeout + 10*time.Second
-	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, fmt.Sprint(idle.Milliseconds()))
-	b.Queue(`SELECT `+rowColumns+`
-		FROM hookbridge.outbox
-		WHERE status = 'pending' AND next_attempt_at <= now()
-		ORDER BY next_attempt_at, id
-		LIMIT $1
-		FOR UPDATE SKIP LOCKED`, r.opts.BatchSize)
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("outbox claim: %w", err)
-	}
-	rs, err := br.Query()
+	rows, err := store.OutboxClaim(ctx, tx, fmt.Sprint(idle.Milliseconds()), r.opts.BatchSize)
 	if err != nil {
 		return nil, fmt.Errorf("outbox claim: %w", err)
 	}
-	rows, err := scanRows(rs)
-	if err != nil {
-		return nil, fmt.Errorf("outbox claim: %w", err)
-	}
-	return rows, br.Close()
+	return fromStore(rows), nil
 }
 
 // plan turns the claimed rows into publish chains: every unkeyed row is a
@@ -223,30 +203,12 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 		next time.Time
 	}
 	heads := map[string][]head{}
-	hr, err := tx.Query(ctx, `
-		SELECT u.k, p.id, p.next_attempt_at <= now(), p.next_attempt_at
-		FROM unnest($1::text[], $2::int[]) AS u(k, n)
-		CROSS JOIN LATERAL (
-			SELECT o.id, o.next_attempt_at, o.key_seq
-			FROM hookbridge.outbox o
-			WHERE o.status = 'pending' AND o.ordering_key = u.k
-			ORDER BY o.key_seq, o.id
-			LIMIT u.n) AS p
-		ORDER BY u.k, p.key_seq, p.id`, keys, counts)
+	hs, err := store.OutboxKeyHeads(ctx, tx, keys, counts)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
 	}
-	for hr.Next() {
-		var k string
-		var h head
-		if err := hr.Scan(&k, &h.id, &h.due, &h.next); err != nil {
-			hr.Close()
-			return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
-		}
-		heads[k] = append(heads[k], h)
-	}
-	if err := hr.Err(); err != nil {
-		return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
+	for _, h := range hs {
+		heads[h.Key] = append(heads[h.Key], head{id: h.ID, due: h.Due, next: h.Next})
 	}
 
 	// Due rows ahead of ours that we did not claim (the claim's LIMIT cut
@@ -265,17 +227,11 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 		}
 	}
 	if len(want) > 0 {
-		er, err := tx.Query(ctx, `SELECT `+rowColumns+`
-			FROM hookbridge.outbox
-			WHERE id = ANY($1) AND status = 'pending' AND next_attempt_at <= now()
-			FOR UPDATE SKIP LOCKED`, want)
+		locked, err := store.OutboxClaimIDs(ctx, tx, want)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("outbox claim key heads: %w", err)
 		}
-		more, err := scanRows(er)
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("outbox claim key heads: %w", err)
-		}
+		more := fromStore(locked)
 		for _, o := range more {
 			mine[o.id] = o
 		}
@@ -451,11 +407,7 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 		for i, o := range out.sent {
 			ids[i] = o.id
 		}
-		b.Queue(`
-			UPDATE hookbridge.outbox o
-			SET status = 'sent', sent_at = clock_timestamp(), stream_seq = u.seq
-			FROM unnest($1::bigint[], $2::bigint[]) AS u(id, seq)
-			WHERE o.id = u.id`, ids, out.seqs)
+		store.QueueOutboxMarkSent(b, ids, out.seqs)
 	}
 	if len(out.fails) > 0 {
 		n := len(out.fails)
@@ -466,14 +418,7 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 			delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
 			perm[i] = f.permanent
 		}
-		b.Queue(`
-			UPDATE hookbridge.outbox o
-			SET attempts = o.attempts + 1,
-			    last_error = u.err,
-			    status = CASE WHEN u.permanent OR o.attempts + 1 >= $5 THEN 'dead' ELSE 'pending' END,
-			    next_attempt_at = clock_timestamp() + u.delay_us * interval '1 microsecond'
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS u(id, err, delay_us, permanent)
-			WHERE o.id = u.id`, ids, msgs, delays, perm, r.opts.MaxAttempts)
+		store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, r.opts.MaxAttempts)
 	}
 	if len(deferred) > 0 {
 		ids, blockers := make([]int64, len(deferred)), make([]int64, len(deferred))
@@ -482,13 +427,7 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 		}
 		// Runs after the failure update above, so it sees the blockers'
 		// new next_attempt_at; a blocker that went dead blocks nothing.
-		b.Queue(`
-			UPDATE hookbridge.outbox o
-			SET next_attempt_at = blk.next_attempt_at
-			FROM unnest($1::bigint[], $2::bigint[]) AS u(id, blocker)
-			JOIN hookbridge.outbox blk ON blk.id = u.blocker
-			WHERE o.id = u.id AND blk.status = 'pending' AND blk.next_attempt_at > o.next_attempt_at`,
-			ids, blockers)
+		store.QueueOutboxDefer(b, ids, blockers)
 	}
 	if b.Len() == 0 {
 		return 0, nil

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // Stats is a snapshot of the outbox for operators.
@@ -23,22 +25,12 @@ type Stats struct {
 // snapshot, so the difference is exact), counted over the primary key:
 // an index of sent rows alone would cost an entry in nearly every row.
 func OutboxStats(ctx context.Context, pool *pgxpool.Pool) (Stats, error) {
-	var s Stats
-	var ageMs *float64
-	err := pool.QueryRow(ctx, `
-		WITH c AS (SELECT
-			(SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending') AS pending,
-			(SELECT count(*) FROM hookbridge.outbox WHERE status = 'dead') AS dead,
-			(SELECT count(*) FROM hookbridge.outbox) AS total)
-		SELECT c.pending, c.dead, c.total - c.pending - c.dead,
-			(SELECT extract(epoch FROM clock_timestamp() - min(created_at)) * 1000
-			   FROM hookbridge.outbox WHERE status = 'pending')::float8
-		FROM c`).
-		Scan(&s.Pending, &s.Dead, &s.Sent, &ageMs)
+	c, err := store.OutboxStats(ctx, pool)
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox stats: %w", err)
 	}
-	if ageMs != nil && *ageMs > 0 {
+	s := Stats{Pending: c.Pending, Dead: c.Dead, Sent: c.Sent}
+	if ageMs := c.OldestPendingMs; ageMs != nil && *ageMs > 0 {
 		s.OldestPending = time.Duration(*ageMs * float64(time.Millisecond))
 	}
 	return s, nil

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlOutboxInsertOne    = load("outbox_insert_one.sql")
+	sqlOutboxInsertMany   = load("outbox_insert_many.sql")
+	sqlOutboxExisting     = load("outbox_existing.sql")
+	sqlOutboxStats        = load("outbox_stats.sql")
+	sqlSessionIdleTimeout = load("claim_session_timeout.sql")
+	sqlOutboxClaim        = load("outbox_claim.sql")
+	sqlOutboxKeyHeads     = load("outbox_key_heads.sql")
+	sqlOutboxClaimIDs     = load("outbox_claim_ids.sql")
+	sqlOutboxMarkSent     = load("outbox_mark_sent.sql")
+	sqlOutboxMarkFailed   = load("outbox_mark_failed.sql")
+	sqlOutboxDefer        = load("outbox_defer.sql")
+	sqlOutboxNextDue      = load("outbox_next_due.sql")
+	sqlOutboxPurgeScan    = load("outbox_purge_scan.sql")
+	sqlOutboxPurgeDelete  = load("outbox_purge_delete.sql")
+)
+
+// OutboxInsert inserts one outbox row unless its event id is already there
+// and reports whether it inserted it. headers is a JSON object or nil.
+func OutboxInsert(ctx context.Context, q Querier, eventID, subject string, headers *string, payload []byte, orderingKey *string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlOutboxInsertOne, eventID, subject, headers, payload, orderingKey)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// OutboxInsertMany inserts rows given as parallel slices, in slice order,
+// with one statement, skipping event ids already present, and returns the
+// event ids it inserted.
+func OutboxInsertMany(ctx context.Context, q Querier, eventIDs, subjects []string, headers []*string, payloads [][]byte, orderingKeys []*string) ([]string, error) {
+	rows, err := q.Query(ctx, sqlOutboxInsertMany, eventIDs, subjects, headers, payloads, orderingKeys)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// OutboxContent is the part of an outbox row that names its event.
+type OutboxContent struct {
+	EventID string
+	Subject string
+	Payload []byte
+}
+
+// OutboxExisting reads the subject and payload of the rows of eventIDs.
+func OutboxExisting(ctx context.Context, q Querier, eventIDs []string) ([]OutboxContent, error) {
+	rows, err := q.Query(ctx, sqlOutboxExisting, eventIDs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxContent, error) {
+		var c OutboxContent
+		err := row.Scan(&c.EventID, &c.Subject, &c.Payload)
+		return c, err
+	})
+}
+
+// OutboxCounts are the outbox rows by status.
+type OutboxCounts struct {
+	Pending, Dead, Sent int64
+	// OldestPendingMs is the age in milliseconds of the oldest pending row,
+	// nil when there is none.
+	OldestPendingMs *float64
+}
+
+// OutboxStats counts the outbox rows by status in one snapshot.
+func OutboxStats(ctx context.Context, q Querier) (OutboxCounts, error) {
+	var c OutboxCounts
+	err := q.QueryRow(ctx, sqlOutboxStats).Scan(&c.Pending, &c.Dead, &c.Sent, &c.OldestPendingMs)
+	return c, err
+}
+
+// OutboxRow is one claimed outbox row.
+type OutboxRow struct {
+	ID          int64
+	EventID     string
+	Subject     string
+	Headers     []byte // empty when the row has none
+	Payload     []byte
+	OrderingKey *string // nil when the row has none
+	KeySeq      *int64
+	Attempts    int
+	NextAttempt time.Time
+}
+
+func scanOutboxRows(rows pgx.Rows) ([]OutboxRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
+		var o OutboxRow
+		var headers string
+		err := row.Scan(&o.ID, &o.EventID, &o.Subject, &headers, &o.Payload, &o.OrderingKey, &o.KeySeq, &o.Attempts, &o.NextAttempt)
+		o.Headers = []byte(headers)
+		if o.OrderingKey != nil && *o.OrderingKey == "" {
+			o.OrderingKey = nil
+		}
+		return o, err
+	})
+}
+
+// OutboxClaim sets the transaction's idle_in_transaction_session_timeout
+// to idleMs milliseconds (so a relay stuck with the transaction open loses
+// its session and with it the claim) and locks up to limit due pending
+// rows, oldest due first, skipping rows others hold: one round trip.
+func OutboxClaim(ctx context.Context, tx Querier, idleMs string, limit int) ([]OutboxRow, error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlSessionIdleTimeout, idleMs)
+	b.Queue(sqlOutboxClaim, limit)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rs, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	rows, err := scanOutboxRows(rs)
+	if err != nil {
+		return nil, err
+	}
+	return rows, br.Close()
+}
+
+// OutboxKeyHead is one of the first pending rows of an ordering key.
+type OutboxKeyHead struct {
+	Key  string
+	ID   int64
+	Due  bool
+	Next time.Time
+}
+
+// OutboxKeyHeads reads the first counts[i] pending rows of each keys[i], in
+// key_seq order per key.
+func OutboxKeyHeads(ctx context.Context, q Querier, keys []string, counts []int32) ([]OutboxKeyHead, error) {
+	rows, err := q.Query(ctx, sqlOutboxKeyHeads, keys, counts)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxKeyHead, error) {
+		var h OutboxKeyHead
+		err := row.Scan(&h.Key, &h.ID, &h.Due, &h.Next)
+		return h, err
+	})
+}
+
+// OutboxClaimIDs locks those of ids that are still due and pending and
+// that nobody else holds.
+func OutboxClaimIDs(ctx context.Context, tx Querier, ids []int64) ([]OutboxRow, error) {
+	rows, err := tx.Query(ctx, sqlOutboxClaimIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	return scanOutboxRows(rows)
+}
+
+// QueueOutboxMarkSent queues marking rows ids sent with their stream
+// sequences.
+func QueueOutboxMarkSent(b *pgx.Batch, ids, seqs []int64) {
+	b.Queue(sqlOutboxMarkSent, ids, seqs)
+}
+
+// QueueOutboxMarkFailed queues recording a failed attempt of rows ids:
+// last_error, the next attempt delayUs microseconds from now, and status
+// dead when permanent or when the attempt reaches maxAttempts.
+func QueueOutboxMarkFailed(b *pgx.Batch, ids []int64, errs []string, delayUs []int64, permanent []bool, maxAttempts int) {
+	b.Queue(sqlOutboxMarkFailed, ids, errs, delayUs, permanent, maxAttempts)
+}
+
+// QueueOutboxDefer queues moving each row ids[i] to its blockers[i]'s next
+// attempt when the blocker is pending and due later; queued after
+// QueueOutboxMarkFailed it sees the blockers' new times.
+func QueueOutboxDefer(b *pgx.Batch, ids, blockers []int64) {
+	b.Queue(sqlOutboxDefer, ids, blockers)
+}
+
+// OutboxNextDue is how many milliseconds until the earliest pending row
+// that is not yet due becomes due, nil when there is none.
+func OutboxNextDue(ctx context.Context, q Querier) (*int64, error) {
+	var ms *int64
+	err := q.QueryRow(ctx, sqlOutboxNextDue).Scan(&ms)
+	return ms, err
+}
+
+// OutboxPurgeCandidate is one row of the retention walk.
+type OutboxPurgeCandidate struct {
+	ID      int64
+	Recent  bool // created at or after the cutoff
+	Expired bool // sent before the cutoff
+}
+
+// OutboxPurgeScan reads up to limit rows after id after, in id order.
+func OutboxPurgeScan(ctx context.Context, q Querier, after int64, cutoff time.Time, limit int) ([]OutboxPurgeCandidate, error) {
+	rows, err := q.Query(ctx, sqlOutboxPurgeScan, after, cutoff, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxPurgeCandidate, error) {
+		var c OutboxPurgeCandidate
+		err := row.Scan(&c.ID, &c.Recent, &c.Expired)
+		return c, err
+	})
+}
+
+// OutboxPurgeDelete deletes those of ids that are still sent before cutoff,
+// skipping rows others hold, and returns how many it deleted.
+func OutboxPurgeDelete(ctx context.Context, q Querier, ids []int64, cutoff time.Time) (int64, error) {
+	tag, err := q.Exec(ctx, sqlOutboxPurgeDelete, ids, cutoff)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,1 @@
+SELECT set_config('idle_in_transaction_session_timeout', $1, true)

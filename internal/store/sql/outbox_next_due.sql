@@ -1,0 +1,3 @@
+SELECT ceil(extract(epoch FROM min(next_attempt_at) - now()) * 1000)::bigint
+FROM hookbridge.outbox
+WHERE status = 'pending' AND next_attempt_at > now()
