@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -90,7 +90,7 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	st.Outbox = OutboxStatus{Pending: ob.Pending, Dead: ob.Dead, OldestPendingSecond: ob.OldestPending.Seconds()}
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.conflicts").Scan(&st.Conflicts); err != nil {
+	if st.Conflicts, err = store.CountConflicts(ctx, pool); err != nil {
 		return fmt.Errorf("count conflicts: %w", err)
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
@@ -167,19 +167,8 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,
 // for status and for the dead-letter gauge.
 func unresolvedDeadLetters(ctx context.Context, pool *pgxpool.Pool) (map[string]int64, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT consumer, count(*) FROM hookbridge.dead_letters
-		WHERE resolved_at IS NULL GROUP BY consumer`)
+	out, err := store.UnresolvedDeadLetters(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("count dead letters: %w", err)
-	}
-	out := map[string]int64{}
-	var name string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
-		out[name] = n
-		return nil
-	}); err != nil {
 		return nil, fmt.Errorf("count dead letters: %w", err)
 	}
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // DeadLettersCmd inspects hookbridge.dead_letters.
@@ -117,33 +118,27 @@ type Conflict struct {
 	DetectedAt     time.Time `json:"detected_at"`
 }
 
-const conflictColumns = `id, detected_by, source, event_id, event_type, coalesce(original_sha256, ''::bytea),
-	coalesce(original_seq, 0), rejected_sha256, coalesce(rejected_seq, 0), detected_at`
-
-func scanConflict(row pgx.CollectableRow) (Conflict, error) { return scanConflictWith(row) }
-
-// scanConflictWith scans conflictColumns and then the extra columns.
-func scanConflictWith(row pgx.CollectableRow, extra ...any) (Conflict, error) {
-	var c Conflict
-	var orig, rej []byte
-	var origSeq, rejSeq int64
-	dest := append([]any{&c.ID, &c.DetectedBy, &c.Source, &c.EventID, &c.EventType, &orig, &origSeq, &rej, &rejSeq, &c.DetectedAt}, extra...)
-	err := row.Scan(dest...)
-	c.OriginalSHA256, c.RejectedSHA256 = hex.EncodeToString(orig), hex.EncodeToString(rej)
-	c.OriginalSeq, c.RejectedSeq = uint64(origSeq), uint64(rejSeq)
-	return c, err
+// conflictView is how operators see a stored conflict: hashes in hex,
+// unknown sequences as 0.
+func conflictView(c store.Conflict) Conflict {
+	return Conflict{
+		ID: c.ID, DetectedBy: c.DetectedBy, Source: c.Source, EventID: c.EventID, EventType: c.EventType,
+		OriginalSHA256: hex.EncodeToString(c.OriginalSHA256), OriginalSeq: uint64(c.OriginalSeq),
+		RejectedSHA256: hex.EncodeToString(c.RejectedSHA256), RejectedSeq: uint64(c.RejectedSeq),
+		DetectedAt: c.DetectedAt,
+	}
 }
 
 // Run implements `conflicts list`.
 func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		rows, err := pool.Query(ctx, `SELECT `+conflictColumns+` FROM hookbridge.conflicts ORDER BY id DESC LIMIT $1`, max(c.Limit, 1))
+		stored, err := store.ListConflicts(ctx, pool, max(c.Limit, 1))
 		if err != nil {
 			return fmt.Errorf("conflicts: %w", dbError(err))
 		}
-		list, err := pgx.CollectRows(rows, scanConflict)
-		if err != nil {
-			return fmt.Errorf("conflicts: %w", err)
+		var list []Conflict
+		for _, x := range stored {
+			list = append(list, conflictView(x))
 		}
 		if c.JSON {
 			if list == nil {
@@ -168,20 +163,14 @@ type ConflictsShowCmd struct {
 // Run implements `conflicts show`.
 func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		rows, err := pool.Query(ctx, `SELECT `+conflictColumns+`, rejected_body FROM hookbridge.conflicts WHERE id = $1`, c.ID)
-		if err != nil {
-			return fmt.Errorf("conflicts: %w", dbError(err))
-		}
-		var body []byte
-		x, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (Conflict, error) {
-			return scanConflictWith(row, &body)
-		})
+		stored, err := store.GetConflict(ctx, pool, c.ID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("conflicts: conflict %d not found", c.ID)
 		}
 		if err != nil {
-			return fmt.Errorf("conflicts: %w", err)
+			return fmt.Errorf("conflicts: %w", dbError(err))
 		}
+		x, body := conflictView(stored), stored.RejectedBody
 		if c.JSON {
 			return writeJSON(rt.stdout, struct {
 				Conflict

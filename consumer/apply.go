@@ -2,13 +2,14 @@ package consumer
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime/debug"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // Outcome is what applying one event did.
@@ -174,33 +175,17 @@ func resolveRepeat(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (O
 	return Conflict, nil
 }
 
-// ConflictRecord is one row of hookbridge.conflicts.
-type ConflictRecord struct {
-	DetectedBy     string // "ingress" or a consumer name
-	Source         string
-	EventID        string
-	EventType      string
-	OriginalSHA256 []byte // nil when unknown
-	OriginalSeq    int64  // 0 when unknown
-	RejectedSeq    int64  // 0 when unknown
-	RejectedBody   []byte
-}
+// ConflictRecord is one row of the conflicts (the store's row type). To
+// record one, DetectedBy, Source, EventID, EventType and RejectedBody are
+// needed, and OriginalSHA256, OriginalSeq and RejectedSeq when known; the
+// rejected body's hash is computed.
+type ConflictRecord = store.Conflict
 
 // RecordConflict inserts c; recording the same conflict twice (same
-// detector, event and rejected body) keeps one row.
+// detector, event and rejected body) keeps one row. An empty rejected body
+// is stored empty, not NULL.
 func RecordConflict(ctx context.Context, tx pgx.Tx, c ConflictRecord) error {
-	sum := sha256.Sum256(c.RejectedBody)
-	body := c.RejectedBody
-	if body == nil {
-		body = []byte{} // an empty body is not NULL (the column is NOT NULL), as in recordConflicts
-	}
-	_, err := tx.Exec(ctx, `
-		INSERT INTO hookbridge.conflicts
-			(detected_by, source, event_id, event_type, original_sha256, original_seq, rejected_sha256, rejected_seq, rejected_body)
-		VALUES ($1, $2, $3, $4, $5, NULLIF($6, 0), $7, NULLIF($8, 0), $9)
-		ON CONFLICT DO NOTHING`,
-		c.DetectedBy, c.Source, c.EventID, c.EventType, c.OriginalSHA256, c.OriginalSeq, sum[:], c.RejectedSeq, body)
-	if err != nil {
+	if err := store.InsertConflict(ctx, tx, c); err != nil {
 		return fmt.Errorf("record conflict %s/%s: %w", c.Source, c.EventID, err)
 	}
 	return nil

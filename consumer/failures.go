@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // A message's failures that count toward max_deliver live in
@@ -21,20 +23,6 @@ import (
 // deleted inside the transaction that applies the event, so an applied
 // event never leaves a counter behind and a rolled-back apply never loses
 // one, and together with the dead-letter row.
-
-// clearFailuresSQL deletes the counter of one message; $1 consumer,
-// $2 source, $3 event id, $4 stream sequence. Only messages delivered more
-// than once can have one, so first deliveries (nearly all of them) never
-// run it.
-const clearFailuresSQL = `
-		DELETE FROM hookbridge.delivery_failures
-		WHERE consumer = $1 AND source = $2 AND event_id = $3 AND stream_seq = $4`
-
-// clearFailuresSetSQL is clearFailuresSQL for many messages at once.
-const clearFailuresSetSQL = `
-		DELETE FROM hookbridge.delivery_failures f
-		USING unnest($2::text[], $3::text[], $4::bigint[]) AS k(source, event_id, stream_seq)
-		WHERE f.consumer = $1 AND f.source = k.source AND f.event_id = k.event_id AND f.stream_seq = k.stream_seq`
 
 // countTimeout bounds the counter's upsert: when the database hangs, the
 // failure cannot be counted and the message is nak'd instead, without
@@ -77,19 +65,8 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 				return fmt.Errorf("remove inbox probe: %w", err)
 			}
 		}
-		err = tx.QueryRow(ctx, `
-			INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
-			SELECT $1, $2, $3, $4, 1, $5
-			WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
-			                  WHERE d.consumer = $1 AND d.source = $2 AND d.event_id = $3 AND d.stream_seq = $4)
-			  AND NOT EXISTS (SELECT 1 FROM hookbridge.inbox i
-			                  WHERE i.consumer = $1 AND i.source = $2 AND i.event_id = $3 AND i.stream_seq = $4)
-			ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
-				SET failures = delivery_failures.failures + 1,
-				    last_error = EXCLUDED.last_error,
-				    updated_at = now()
-			RETURNING failures`,
-			consumer, ev.Source, ev.ID, int64(ev.StreamSeq), ShortError(cause.Error())).Scan(&n)
+		n, err = store.CountFailure(ctx, tx, consumer, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq},
+			ShortError(cause.Error()))
 		if errors.Is(err, pgx.ErrNoRows) {
 			n = 0
 			return nil
@@ -106,9 +83,7 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 // counter's upsert with the dead letter of the same message, so that
 // neither misses the other's committed row.
 func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, seq uint64) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		fmt.Sprintf("hookbridge.delivery_failures/%s/%s/%s/%d", consumer, source, id, seq))
-	if err != nil {
+	if err := store.LockMessage(ctx, tx, consumer, source, id, seq); err != nil {
 		return fmt.Errorf("lock message: %w", err)
 	}
 	return nil
@@ -118,22 +93,15 @@ func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, se
 // messages to b and reports whether it did (no event was redelivered: no
 // counter can exist, nothing is queued).
 func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
-	var sources, ids []string
-	var seqs []int64
+	var keys []store.MessageKey
 	for _, ev := range evs {
 		if ev.NumDelivered > 1 {
-			sources = append(sources, ev.Source)
-			ids = append(ids, ev.ID)
-			seqs = append(seqs, int64(ev.StreamSeq))
+			keys = append(keys, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq})
 		}
 	}
-	switch len(ids) {
-	case 0:
+	if len(keys) == 0 {
 		return false
-	case 1:
-		b.Queue(clearFailuresSQL, consumer, sources[0], ids[0], seqs[0])
-	default:
-		b.Queue(clearFailuresSetSQL, consumer, sources, ids, seqs)
 	}
+	store.QueueClearFailures(b, consumer, keys)
 	return true
 }

@@ -3,11 +3,12 @@ package consumer
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // The set-wise apply of a batch: one transaction, and a number of round
@@ -50,16 +51,6 @@ const readRepeatsSQL = `
 		SELECT i.source, i.event_id, i.body_sha256, i.stream_seq
 		FROM unnest($2::text[], $3::text[]) AS k(source, event_id)
 		JOIN hookbridge.inbox i ON i.consumer = $1 AND i.source = k.source AND i.event_id = k.event_id`
-
-// recordConflictsSQL is RecordConflict for many conflicts at once.
-const recordConflictsSQL = `
-		INSERT INTO hookbridge.conflicts
-			(detected_by, source, event_id, event_type, original_sha256, original_seq, rejected_sha256, rejected_seq, rejected_body)
-		SELECT $1, c.source, c.event_id, c.event_type, c.original_sha256, NULLIF(c.original_seq, 0),
-			c.rejected_sha256, NULLIF(c.rejected_seq, 0), c.rejected_body
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[], $7::bytea[], $8::bigint[], $9::bytea[])
-			AS c(source, event_id, event_type, original_sha256, original_seq, rejected_sha256, rejected_seq, rejected_body)
-		ON CONFLICT DO NOTHING`
 
 // setFailure is a failed set-wise attempt. When it locates the culprit,
 // evs[lo:hi] holds it and every event before lo went through without
@@ -245,21 +236,8 @@ func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq 
 // recordConflicts inserts cs in one statement; like [RecordConflict],
 // recording the same conflict twice keeps one row.
 func recordConflicts(ctx context.Context, tx pgx.Tx, cs []ConflictRecord) error {
-	n := len(cs)
-	sources, ids, types := make([]string, n), make([]string, n), make([]string, n)
-	origSHA, rejSHA, bodies := make([][]byte, n), make([][]byte, n), make([][]byte, n)
-	origSeq, rejSeq := make([]int64, n), make([]int64, n)
-	for i, c := range cs {
-		sum := sha256.Sum256(c.RejectedBody)
-		sources[i], ids[i], types[i] = c.Source, c.EventID, c.EventType
-		origSHA[i], origSeq[i] = c.OriginalSHA256, c.OriginalSeq
-		rejSHA[i], rejSeq[i], bodies[i] = sum[:], c.RejectedSeq, c.RejectedBody
-		if bodies[i] == nil {
-			bodies[i] = []byte{}
-		}
-	}
-	if _, err := tx.Exec(ctx, recordConflictsSQL, cs[0].DetectedBy, sources, ids, types, origSHA, origSeq, rejSHA, rejSeq, bodies); err != nil {
-		return fmt.Errorf("apply batch: record %d conflicts: %w", n, err)
+	if err := store.InsertConflicts(ctx, tx, cs); err != nil {
+		return fmt.Errorf("apply batch: record %d conflicts: %w", len(cs), err)
 	}
 	return nil
 }

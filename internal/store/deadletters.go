@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+var (
+	sqlDeadLetterInsert      = load("dead_letter_insert.sql")
+	sqlDeadLettersList       = load("dead_letters_list.sql")
+	sqlDeadLetterGet         = load("dead_letter_get.sql")
+	sqlDeadLetterResolve     = load("dead_letter_resolve.sql")
+	sqlDeadLetterNoteError   = load("dead_letter_note_error.sql")
+	sqlDeadLettersUnresolved = load("dead_letters_unresolved.sql")
+	sqlFailureClear          = load("failure_clear.sql")
+	sqlFailureClearMany      = load("failure_clear_many.sql")
+	sqlFailureCount          = load("failure_count.sql")
+	sqlMessageLock           = load("message_lock.sql")
+)
+
+// DeadLetter is one row of hookbridge.dead_letters.
+type DeadLetter struct {
+	ID         int64      `json:"id"`
+	Consumer   string     `json:"consumer"`
+	Source     string     `json:"source"`
+	EventID    string     `json:"event_id"`
+	EventType  string     `json:"event_type"`
+	Subject    string     `json:"subject"`
+	StreamSeq  uint64     `json:"stream_seq"`
+	Deliveries int        `json:"deliveries"`
+	Reason     string     `json:"reason"`
+	LastError  string     `json:"last_error"`
+	Body       []byte     `json:"-"` // read by GetDeadLetter only
+	DeadAt     time.Time  `json:"dead_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	Resolution string     `json:"resolution,omitempty"`
+}
+
+// InsertDeadLetter inserts d (LastError as given) and deletes the
+// message's failure counter in the same statement. Inserting the same
+// message again (same consumer, source, event id and stream sequence)
+// keeps one row and only refreshes the delivery count and error of an
+// unresolved one. Run it under [LockMessage].
+func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
+	body := d.Body
+	if body == nil {
+		body = []byte{}
+	}
+	_, err := q.Exec(ctx, sqlDeadLetterInsert,
+		d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
+		d.Reason, d.LastError, body)
+	return err
+}
+
+// DeadLetterFilter selects dead letters; zero fields match everything.
+type DeadLetterFilter struct {
+	Consumer       string
+	UnresolvedOnly bool
+	EventType      string
+	EventID        string
+	FromSeq, ToSeq uint64    // inclusive bounds on stream_seq
+	Since, Until   time.Time // bounds on dead_at
+	Limit          int       // 0 = no limit
+}
+
+// ListDeadLetters returns the matching dead letters without bodies, in
+// stream order.
+func ListDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) ([]DeadLetter, error) {
+	var since, until *time.Time
+	if !f.Since.IsZero() {
+		since = &f.Since
+	}
+	if !f.Until.IsZero() {
+		until = &f.Until
+	}
+	limit := int64(f.Limit)
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := q.Query(ctx, sqlDeadLettersList,
+		f.Consumer, f.UnresolvedOnly, f.EventType, f.EventID, int64(f.FromSeq), int64(f.ToSeq), since, until, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDeadLetter)
+}
+
+// GetDeadLetter returns one dead letter with its body, or pgx.ErrNoRows.
+func GetDeadLetter(ctx context.Context, q Querier, id int64) (DeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLetterGet, id)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanDeadLetter)
+}
+
+func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
+	var d DeadLetter
+	var seq int64
+	err := row.Scan(&d.ID, &d.Consumer, &d.Source, &d.EventID, &d.EventType, &d.Subject, &seq, &d.Deliveries,
+		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution)
+	d.StreamSeq = uint64(seq)
+	if len(d.Body) == 0 {
+		d.Body = nil
+	}
+	return d, err
+}
+
+// ResolveDeadLetter marks the consumer's unresolved dead letter of the
+// message at seq resolved; it reports whether a row changed.
+func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, seq uint64, resolution string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, int64(seq), resolution)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// NoteDeadLetterError sets the last error of the consumer's unresolved
+// dead letter of the message at seq.
+func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, seq uint64, lastError string) error {
+	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, int64(seq), lastError)
+	return err
+}
+
+// UnresolvedDeadLetters counts the unresolved dead letters per consumer.
+func UnresolvedDeadLetters(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sqlDeadLettersUnresolved)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LockMessage takes the transaction-scoped advisory lock of one message
+// (consumer, source, event id, stream sequence), which serialises its
+// failure counter's upsert with its dead letter.
+func LockMessage(ctx context.Context, tx Querier, consumer, source, id string, seq uint64) error {
+	_, err := tx.Exec(ctx, sqlMessageLock,
+		fmt.Sprintf("hookbridge.delivery_failures/%s/%s/%s/%d", consumer, source, id, seq))
+	return err
+}
+
+// MessageKey names one message of a consumer in the failure counters.
+type MessageKey struct {
+	Source    string
+	EventID   string
+	StreamSeq uint64
+}
+
+// QueueClearFailures queues the deletion of the failure counters of keys
+// (one statement; a single key uses the per-message form). keys must not
+// be empty.
+func QueueClearFailures(b *pgx.Batch, consumer string, keys []MessageKey) {
+	if len(keys) == 1 {
+		b.Queue(sqlFailureClear, consumer, keys[0].Source, keys[0].EventID, int64(keys[0].StreamSeq))
+		return
+	}
+	sources, ids, seqs := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		sources[i], ids[i], seqs[i] = k.Source, k.EventID, int64(k.StreamSeq)
+	}
+	b.Queue(sqlFailureClearMany, consumer, sources, ids, seqs)
+}
+
+// CountFailure adds one failure to the message's counter and returns the
+// new count, or pgx.ErrNoRows when the message has an inbox or dead-letter
+// row (it was settled). Run it under [LockMessage].
+func CountFailure(ctx context.Context, tx Querier, consumer string, k MessageKey, lastError string) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, sqlFailureCount, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
+	return n, err
+}
