@@ -5,10 +5,13 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -69,7 +72,7 @@ func (c *ConflictRecorder) process(ctx context.Context, msgs []jetstream.Msg) []
 			DetectedBy:   IngressConflictDetector,
 			Source:       h.Get(stream.HeaderSource),
 			EventID:      h.Get(stream.HeaderEventID),
-			EventType:    h.Get(stream.HeaderEventType),
+			EventType:    conflictEventType(h),
 			RejectedBody: m.Data(),
 		}
 		if sum, err := hex.DecodeString(h.Get(stream.HeaderOriginalSHA256)); err == nil && len(sum) > 0 {
@@ -88,4 +91,21 @@ func (c *ConflictRecorder) process(ctx context.Context, msgs []jetstream.Msg) []
 		actions[i] = action{kind: ack}
 	}
 	return actions
+}
+
+// conflictEventType is the provider's spelling of a conflict's type: the
+// ingress percent-encodes a type that a NATS header would not carry
+// unchanged, as on HOOKS (see EventFromMsg). A type Postgres text cannot
+// hold (NUL, invalid UTF-8) keeps its encoded spelling, as in the inbox,
+// and so does a value that does not decode.
+func conflictEventType(h nats.Header) string {
+	v := h.Get(stream.HeaderEventType)
+	t, ok := stream.TypeFromHeader(v, h.Get(stream.HeaderEventTypeEncoding))
+	if !ok {
+		return v
+	}
+	if !utf8.ValidString(t) || strings.IndexByte(t, 0) >= 0 {
+		t, _ = stream.TypeHeader(t)
+	}
+	return t
 }
