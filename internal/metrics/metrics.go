@@ -69,6 +69,11 @@ type Registry struct {
 // timeout (10 s and more).
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
+// batchSizeBuckets are powers of two from 1 to 1024, the largest batch a
+// consumer takes (consumer.MaxBatch; the default is 256): with the old
+// top bucket of 64, every batch at the defaults fell into +Inf.
+var batchSizeBuckets = prometheus.ExponentialBuckets(1, 2, 11)
+
 // New returns a registry with every hookbridge metric plus the Go runtime
 // and process collectors.
 func New() *Registry {
@@ -98,7 +103,7 @@ func New() *Registry {
 	r.batchSize = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "batch_size",
 		Help:    "Events applied per transaction.",
-		Buckets: []float64{1, 2, 4, 8, 16, 32, 64},
+		Buckets: batchSizeBuckets,
 	}, []string{"consumer"})
 	r.relayPublish = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "relay", Name: "publish_seconds",

@@ -104,3 +104,27 @@ hookbridge_database_stats_up 0
 		t.Fatalf("scrape took %s despite the timeout", d)
 	}
 }
+
+// TestBatchSizeBucketsReachTheLargestBatch: batches of up to 1024 events
+// (the set-wise default is 256) land in a finite bucket, not in +Inf.
+func TestBatchSizeBucketsReachTheLargestBatch(t *testing.T) {
+	t.Parallel()
+	r := New()
+	for _, n := range []int{1, 100, 256, 1024} {
+		r.ConsumerBatch("orders", n, time.Millisecond)
+	}
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`hookbridge_consumer_batch_size_bucket{consumer="orders",le="64"} 1`,
+		`hookbridge_consumer_batch_size_bucket{consumer="orders",le="128"} 2`,
+		`hookbridge_consumer_batch_size_bucket{consumer="orders",le="256"} 3`,
+		`hookbridge_consumer_batch_size_bucket{consumer="orders",le="512"} 3`,
+		`hookbridge_consumer_batch_size_bucket{consumer="orders",le="1024"} 4`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("missing %q in\n%s", want, body)
+		}
+	}
+}
