@@ -69,10 +69,11 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, 
 // tx. tx may be a whole transaction or a savepoint of a larger batch: the
 // code is the same, which is what lets batches share one commit.
 //
-// The claim is an INSERT … ON CONFLICT DO NOTHING, never a prior SELECT:
-// when two deliveries race, the second INSERT waits on the first's row
-// lock and, once that commits, inserts nothing; it then reads the winner's
-// row. If the first rolls back, the second claims the key itself.
+// The claim is an INSERT … ON CONFLICT DO NOTHING, never a prior SELECT
+// (store.InboxClaim): when two deliveries race, the second INSERT waits on
+// the first's row lock and, once that commits, inserts nothing; it then
+// reads the winner's row. If the first rolls back, the second claims the
+// key itself.
 //
 // A redelivered message may have a failure counter (failures.go); it is
 // deleted in the same round trip as the claim, so it goes exactly when the
@@ -96,19 +97,18 @@ func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Ev
 // claimOne runs the inbox claim of ev and, for a redelivered message, the
 // deletion of its failure counter, in one round trip.
 func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claimed, cleared bool, err error) {
-	args := []any{consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq)}
 	if ev.NumDelivered <= 1 {
-		tag, err := tx.Exec(ctx, claimSQL, args...)
+		claimed, err := store.InboxClaim(ctx, tx, consumer, ev.inboxEntry())
 		if err != nil {
 			return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
 		}
-		return tag.RowsAffected() == 1, false, nil
+		return claimed, false, nil
 	}
 	b := &pgx.Batch{}
-	b.Queue(claimSQL, args...)
+	store.QueueInboxClaim(b, consumer, ev.inboxEntry())
 	queueClearFailures(b, consumer, []Event{ev})
 	br := tx.SendBatch(ctx, b)
-	tag, err := br.Exec()
+	claimed, err = store.ReadInboxClaim(br)
 	if err != nil {
 		_ = br.Close()
 		return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
@@ -120,7 +120,12 @@ func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claime
 	if err != nil {
 		return false, false, fmt.Errorf("apply %s/%s: clear failure count: %w", ev.Source, ev.ID, err)
 	}
-	return tag.RowsAffected() == 1, cleared, nil
+	return claimed, cleared, nil
+}
+
+// inboxEntry is what ev's inbox claim writes.
+func (ev *Event) inboxEntry() store.InboxEntry {
+	return store.InboxEntry{Source: ev.Source, EventID: ev.ID, EventType: ev.Type, BodySHA256: ev.BodySHA256[:], StreamSeq: ev.StreamSeq}
 }
 
 // execCleared reads the result of a queued counter deletion.
@@ -147,12 +152,7 @@ func runHandler(ctx context.Context, h Handler, tx pgx.Tx, ev Event) (err error)
 // resolveRepeat decides between duplicate and conflict for an event whose
 // inbox key is taken, and records a conflict.
 func resolveRepeat(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (Outcome, error) {
-	var stored []byte
-	var storedSeq int64
-	err := tx.QueryRow(ctx, `
-		SELECT body_sha256, stream_seq FROM hookbridge.inbox
-		WHERE consumer = $1 AND source = $2 AND event_id = $3`,
-		consumer, ev.Source, ev.ID).Scan(&stored, &storedSeq)
+	stored, storedSeq, err := store.InboxGet(ctx, tx, consumer, ev.Source, ev.ID)
 	if err != nil {
 		return Failed, fmt.Errorf("apply %s/%s: read inbox: %w", ev.Source, ev.ID, err)
 	}

@@ -6,17 +6,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // eventSavepoint is the savepoint each event of a batch runs in. Handlers
 // that open savepoints of their own get pgx's sp_N names, never this one.
 const eventSavepoint = "hookbridge_event"
-
-// claimSQL is the inbox claim; it must stay the statement applyInTx runs.
-const claimSQL = `
-		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT DO NOTHING`
 
 // applyBatchPipelined applies evs in one transaction with a savepoint per
 // event: the statements of the per-event path, in the same order, with
@@ -86,7 +82,7 @@ func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event,
 		b.Queue("RELEASE SAVEPOINT " + eventSavepoint)
 	}
 	b.Queue("SAVEPOINT " + eventSavepoint)
-	b.Queue(claimSQL, consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+	store.QueueInboxClaim(b, consumer, ev.inboxEntry()) // the statement applyInTx runs
 	clear := queueClearFailures(b, consumer, []Event{ev})
 	br := tx.SendBatch(ctx, b)
 	if open {
@@ -99,7 +95,7 @@ func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event,
 		_ = br.Close()
 		return false, false, nil, fmt.Errorf("apply batch: savepoint: %w", err)
 	}
-	tag, claimErr := br.Exec()
+	claimed, claimErr := store.ReadInboxClaim(br)
 	if clear && claimErr == nil {
 		cleared, claimErr = execCleared(br)
 	}
@@ -109,5 +105,5 @@ func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event,
 	if claimErr != nil {
 		return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, claimErr), nil
 	}
-	return tag.RowsAffected() == 1, cleared, nil, nil
+	return claimed, cleared, nil, nil
 }

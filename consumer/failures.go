@@ -54,14 +54,12 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 		if err := lockMessage(ctx, tx, consumer, ev.Source, ev.ID, ev.StreamSeq); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, claimSQL, consumer, ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq))
+		probed, err := store.InboxClaim(ctx, tx, consumer, ev.inboxEntry())
 		if err != nil {
 			return fmt.Errorf("probe inbox: %w", err)
 		}
-		if tag.RowsAffected() == 1 {
-			if _, err := tx.Exec(ctx, `
-				DELETE FROM hookbridge.inbox WHERE consumer = $1 AND source = $2 AND event_id = $3`,
-				consumer, ev.Source, ev.ID); err != nil {
+		if probed {
+			if err := store.InboxDelete(ctx, tx, consumer, ev.Source, ev.ID); err != nil {
 				return fmt.Errorf("remove inbox probe: %w", err)
 			}
 		}

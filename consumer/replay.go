@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -407,11 +408,7 @@ func (r *replayer) report(it ReplayItem) {
 
 // peekInbox tells what applying ev would do, reading the inbox only.
 func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event) (string, error) {
-	var stored []byte
-	err := pool.QueryRow(ctx, `
-		SELECT body_sha256 FROM hookbridge.inbox
-		WHERE consumer = $1 AND source = $2 AND event_id = $3`,
-		consumer, ev.Source, ev.ID).Scan(&stored)
+	stored, err := store.InboxGetHash(ctx, pool, consumer, ev.Source, ev.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ReplayNew, nil

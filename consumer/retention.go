@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // pruneBatch bounds one DELETE so retention never holds long locks or
@@ -20,16 +22,12 @@ const pruneBatch = 1000
 func PruneInbox(ctx context.Context, pool *pgxpool.Pool, olderThan time.Time) (int64, error) {
 	var total int64
 	for {
-		tag, err := pool.Exec(ctx, `
-			DELETE FROM hookbridge.inbox
-			WHERE ctid = ANY (ARRAY(
-				SELECT ctid FROM hookbridge.inbox WHERE applied_at < $1 LIMIT $2))`,
-			olderThan, pruneBatch)
+		n, err := store.InboxPrune(ctx, pool, olderThan, pruneBatch)
 		if err != nil {
 			return total, fmt.Errorf("prune inbox: %w", err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < pruneBatch {
+		total += n
+		if n < pruneBatch {
 			return total, nil
 		}
 	}

@@ -31,27 +31,6 @@ import (
 // the per-event path would find at that point, the earlier occurrence's
 // when that one was new.
 
-// claimSetSQL claims many events; $1 is the consumer, then one array per
-// column. The returned keys are the events claimed now; the others were
-// in the inbox already (or claimed by a racing delivery that committed
-// first: the INSERT waits for it, as in the per-event claim).
-const claimSetSQL = `
-		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
-		SELECT $1, k.source, k.event_id, k.event_type, k.body_sha256, k.stream_seq
-		FROM unnest($2::text[], $3::text[], $4::text[], $5::bytea[], $6::bigint[])
-			AS k(source, event_id, event_type, body_sha256, stream_seq)
-		ON CONFLICT DO NOTHING
-		RETURNING source, event_id`
-
-// readRepeatsSQL reads the inbox rows of the events the claim did not
-// insert. It is a statement of its own, after the claim: in READ
-// COMMITTED it sees a row that a racing delivery committed while the claim
-// waited for it, which the claim's own snapshot does not.
-const readRepeatsSQL = `
-		SELECT i.source, i.event_id, i.body_sha256, i.stream_seq
-		FROM unnest($2::text[], $3::text[]) AS k(source, event_id)
-		JOIN hookbridge.inbox i ON i.consumer = $1 AND i.source = k.source AND i.event_id = k.event_id`
-
 // setFailure is a failed set-wise attempt. When it locates the culprit,
 // evs[lo:hi] holds it and every event before lo went through without
 // error; otherwise lo == hi == 0.
@@ -171,27 +150,17 @@ func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []i
 		return cmp.Or(cmp.Compare(evs[x].Source, evs[y].Source), cmp.Compare(evs[x].ID, evs[y].ID))
 	})
 	n := len(sorted)
-	sources, ids, types := make([]string, n), make([]string, n), make([]string, n)
-	hashes, seqs := make([][]byte, n), make([]int64, n)
+	entries := make([]store.InboxEntry, n)
 	for j, i := range sorted {
-		ev := &evs[i]
-		sources[j], ids[j], types[j], hashes[j], seqs[j] = ev.Source, ev.ID, ev.Type, ev.BodySHA256[:], int64(ev.StreamSeq)
+		entries[j] = evs[i].inboxEntry()
 	}
 	b := &pgx.Batch{}
-	b.Queue(claimSetSQL, a.consumer, sources, ids, types, hashes, seqs)
+	store.QueueInboxClaimMany(b, a.consumer, entries)
 	clear := queueClearFailures(b, a.consumer, evs)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close() //nolint:errcheck // the error is read below
-	rows, err := br.Query()
-	if err != nil {
-		return nil, false, fmt.Errorf("apply batch: claim inbox: %w", err)
-	}
 	claimed = make(map[inboxKey]bool, n)
-	var k inboxKey
-	_, err = pgx.ForEachRow(rows, []any{&k.source, &k.id}, func() error {
-		claimed[k] = true
-		return nil
-	})
+	err = store.ReadInboxClaimMany(br, func(source, id string) { claimed[inboxKey{source, id}] = true })
 	if err != nil {
 		return nil, false, fmt.Errorf("apply batch: claim inbox: %w", err)
 	}
@@ -216,16 +185,9 @@ func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq 
 			ids = append(ids, evs[i].ID)
 		}
 	}
-	rows, err := tx.Query(ctx, readRepeatsSQL, a.consumer, sources, ids)
-	if err != nil {
-		return nil, fmt.Errorf("apply batch: read inbox: %w", err)
-	}
 	stored := make(map[inboxKey]inboxRow, len(ids))
-	var k inboxKey
-	var r inboxRow
-	_, err = pgx.ForEachRow(rows, []any{&k.source, &k.id, &r.sha, &r.seq}, func() error {
-		stored[k] = inboxRow{sha: slices.Clone(r.sha), seq: r.seq}
-		return nil
+	err := store.InboxRepeats(ctx, tx, a.consumer, sources, ids, func(source, id string, sha []byte, seq int64) {
+		stored[inboxKey{source, id}] = inboxRow{sha: slices.Clone(sha), seq: seq}
 	})
 	if err != nil {
 		return nil, fmt.Errorf("apply batch: read inbox: %w", err)

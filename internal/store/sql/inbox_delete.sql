@@ -1,0 +1,1 @@
+DELETE FROM hookbridge.inbox WHERE consumer = $1 AND source = $2 AND event_id = $3

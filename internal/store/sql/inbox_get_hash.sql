@@ -1,0 +1,2 @@
+SELECT body_sha256 FROM hookbridge.inbox
+WHERE consumer = $1 AND source = $2 AND event_id = $3
