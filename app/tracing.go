@@ -168,29 +168,88 @@ func (s *Server) traceApply(consumerName string, h consumer.Handler) consumer.Ha
 	return tracedHandler(s.tel.tracer, consumerName, h)
 }
 
+// tracedHandler wraps h in apply spans. A [consumer.BatchHandler] stays
+// one, so the consumer keeps taking its set-wise path with tracing on
+// (a plain wrapper would hide HandleBatch and turn every batch into
+// per-event calls).
 func tracedHandler(tracer trace.Tracer, consumerName string, h consumer.Handler) consumer.Handler {
-	return consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
-		ctx = tracing.Extract(ctx, ev.Header)
-		ctx, span := tracer.Start(ctx, tracing.SpanApply,
-			trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("hookbridge.consumer", consumerName),
-				attribute.String("hookbridge.source", ev.Source),
-				attribute.String("hookbridge.event_id", ev.ID),
-				attribute.String("hookbridge.event_type", ev.Type),
-				attribute.Int64("messaging.nats.stream_sequence", int64(ev.StreamSeq)),
-				attribute.Int64("hookbridge.delivery", int64(ev.NumDelivered)),
-			))
-		defer span.End()
-		if hdr := tracing.MapHeaders(ctx); hdr != nil {
-			ctx = publisher.WithHeaders(ctx, hdr)
+	t := &traced{tracer: tracer, consumer: consumerName, h: h}
+	if bh, ok := h.(consumer.BatchHandler); ok {
+		return &tracedBatch{traced: t, bh: bh}
+	}
+	return t
+}
+
+// traced records one apply span per Handle call.
+type traced struct {
+	tracer   trace.Tracer
+	consumer string
+	h        consumer.Handler
+}
+
+func (t *traced) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+	ctx = tracing.Extract(ctx, ev.Header)
+	ctx, span := t.tracer.Start(ctx, tracing.SpanApply,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("hookbridge.consumer", t.consumer),
+			attribute.String("hookbridge.source", ev.Source),
+			attribute.String("hookbridge.event_id", ev.ID),
+			attribute.String("hookbridge.event_type", ev.Type),
+			attribute.Int64("messaging.nats.stream_sequence", int64(ev.StreamSeq)),
+			attribute.Int64("hookbridge.delivery", int64(ev.NumDelivered)),
+		))
+	defer span.End()
+	if hdr := tracing.MapHeaders(ctx); hdr != nil {
+		ctx = publisher.WithHeaders(ctx, hdr)
+	}
+	err := t.h.Handle(ctx, tx, ev)
+	if err != nil {
+		span.SetStatus(codes.Error, consumer.ShortError(err.Error()))
+	}
+	return err
+}
+
+// maxBatchLinks caps the links of a batch's apply span (the SDK's default
+// limit per span).
+const maxBatchLinks = 128
+
+// tracedBatch records one apply span per HandleBatch call. The events of a
+// batch come from as many traces, so the span has no parent: it links to
+// each event's publish span instead (the first maxBatchLinks), and the
+// outbox rows written in the batch carry its context.
+type tracedBatch struct {
+	*traced
+	bh consumer.BatchHandler
+}
+
+func (t *tracedBatch) HandleBatch(ctx context.Context, tx pgx.Tx, evs []consumer.Event) error {
+	links := make([]trace.Link, 0, min(len(evs), maxBatchLinks))
+	for _, ev := range evs {
+		if len(links) == maxBatchLinks {
+			break
 		}
-		err := h.Handle(ctx, tx, ev)
-		if err != nil {
-			span.SetStatus(codes.Error, consumer.ShortError(err.Error()))
+		if sc := trace.SpanContextFromContext(tracing.Extract(context.Background(), ev.Header)); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
 		}
-		return err
-	})
+	}
+	ctx, span := t.tracer.Start(ctx, tracing.SpanApply,
+		trace.WithNewRoot(),
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(links...),
+		trace.WithAttributes(
+			attribute.String("hookbridge.consumer", t.consumer),
+			attribute.Int("messaging.batch.message_count", len(evs)),
+		))
+	defer span.End()
+	if hdr := tracing.MapHeaders(ctx); hdr != nil {
+		ctx = publisher.WithHeaders(ctx, hdr)
+	}
+	err := t.bh.HandleBatch(ctx, tx, evs)
+	if err != nil {
+		span.SetStatus(codes.Error, consumer.ShortError(err.Error()))
+	}
+	return err
 }
 
 // relaySpans records one relay publish span per row that carries a trace
