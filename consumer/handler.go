@@ -15,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // Event is one webhook as a handler sees it.
@@ -61,20 +63,56 @@ type HandlerFunc func(ctx context.Context, tx pgx.Tx, ev Event) error
 func (f HandlerFunc) Handle(ctx context.Context, tx pgx.Tx, ev Event) error { return f(ctx, tx, ev) }
 
 // Mux routes events to handlers by event type.
+//
+// Event.Type is the provider's spelling ("orders/create", "deploy:staging"),
+// and the consumer receives every spelling that maps to the subject of a
+// type it subscribes to (see [stream.TypeSubject]). So an event whose
+// type has no handler of its own goes to the handler registered for a
+// type with the same subject form: a handler registered for
+// "orders.create" also gets Shopify's "orders/create".
 type Mux struct {
 	handlers map[string]Handler
+	// bySubject maps each registered type's subject form to its handler
+	// and type, for spellings that differ from the registered one.
+	bySubject map[string]subjectHandler
+}
+
+type subjectHandler struct {
+	eventType string
+	h         Handler
 }
 
 // NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{handlers: map[string]Handler{}} }
+func NewMux() *Mux {
+	return &Mux{handlers: map[string]Handler{}, bySubject: map[string]subjectHandler{}}
+}
 
-// Register registers h for eventType. Registering a type twice panics: it
-// is a programming error caught at start-up, never caused by input.
+// Register registers h for eventType. Registering a type twice panics, and
+// so does registering two types with the same subject form
+// ("orders.create" and "orders/create"): the stream cannot tell their
+// events apart by subject, so which handler gets a third spelling would be
+// ambiguous. Both are programming errors caught at start-up, never caused
+// by input; register one of the spellings.
 func (m *Mux) Register(eventType string, h Handler) {
 	if _, dup := m.handlers[eventType]; dup {
 		panic(fmt.Sprintf("consumer: handler for %q registered twice", eventType))
 	}
+	subj := stream.TypeSubject(eventType)
+	if other, dup := m.bySubject[subj]; dup {
+		panic(fmt.Sprintf("consumer: handlers for %q and %q: both types map to the subject tokens %q", other.eventType, eventType, subj))
+	}
 	m.handlers[eventType] = h
+	m.bySubject[subj] = subjectHandler{eventType: eventType, h: h}
+}
+
+// handler returns the handler for eventType: the one registered for it,
+// else the one registered for a type with its subject form.
+func (m *Mux) handler(eventType string) (Handler, bool) {
+	if h, ok := m.handlers[eventType]; ok {
+		return h, true
+	}
+	sh, ok := m.bySubject[stream.TypeSubject(eventType)]
+	return sh.h, ok
 }
 
 // RegisterFunc registers f for eventType.
@@ -95,7 +133,7 @@ func (m *Mux) EventTypes() []string {
 // Handle implements [Handler]. An event type with no handler is a
 // permanent error: redelivering it cannot help.
 func (m *Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
-	h, ok := m.handlers[ev.Type]
+	h, ok := m.handler(ev.Type)
 	if !ok {
 		return Permanent(fmt.Errorf("no handler for event type %q", ev.Type))
 	}
@@ -116,7 +154,7 @@ func (m *Mux) HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error {
 		for hi < len(evs) && evs[hi].Type == evs[lo].Type {
 			hi++
 		}
-		h, ok := m.handlers[evs[lo].Type]
+		h, ok := m.handler(evs[lo].Type)
 		if !ok {
 			return &batchError{lo: lo, hi: lo + 1, err: Permanent(fmt.Errorf("no handler for event type %q", evs[lo].Type))}
 		}

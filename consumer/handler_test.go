@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -107,4 +108,65 @@ func TestBatchHandlerPanicFailsOnlyItsEvent(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM accounts.accounts"); n != 99 {
 		t.Fatalf("accounts = %d, want 99", n)
 	}
+}
+
+// A Mux routes a provider's spelling of a type to the handler registered
+// under another spelling with the same subject form: the consumer
+// receives both (Shopify's "orders/create" for a handler registered as
+// "orders.create"), and neither may be dead-lettered for want of a
+// handler.
+func TestMuxRoutesSpellingsOfOneSubject(t *testing.T) {
+	t.Parallel()
+	forBatchSizes(t, func(t *testing.T, bs int) {
+		db := testenv.Postgres(t)
+		ns := testenv.NATS(t)
+		ns.EnsureHooks(t)
+		var mu sync.Mutex
+		got := map[string][]string{} // registered type → event types it handled
+		mux := consumer.NewMux()
+		for _, registered := range []string{"orders.create", "shop.items/update", "deploy:staging"} {
+			mux.RegisterFunc(registered, func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+				mu.Lock()
+				defer mu.Unlock()
+				got[registered] = append(got[registered], ev.Type)
+				return nil
+			})
+		}
+		startConsumer(t, db, ns, bs, consumer.Options{Name: "spellings", EventTypes: mux.EventTypes(), Handler: mux,
+			BatchWait: 50 * time.Millisecond, Concurrency: 1})
+		for i, typ := range []string{"orders/create", "orders.create", "shop/items.update", "deploy:staging"} {
+			ns.PublishHook(t, "shop", fmt.Sprintf("e%d", i), typ, []byte(`{}`))
+		}
+		testenv.Eventually(t, 10*time.Second, "every event applied", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
+		})
+		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); n != 0 {
+			t.Fatalf("%d dead letters, want 0", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[string][]string{
+			"orders.create":     {"orders/create", "orders.create"},
+			"shop.items/update": {"shop/items.update"},
+			"deploy:staging":    {"deploy:staging"},
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("handled %v, want %v", got, want)
+		}
+	})
+}
+
+// Two registered types with one subject form would make routing a third
+// spelling ambiguous: Register refuses the second, as it refuses a type
+// registered twice.
+func TestMuxRefusesTwoTypesWithOneSubject(t *testing.T) {
+	t.Parallel()
+	mux := consumer.NewMux()
+	mux.RegisterFunc("orders.create", func(context.Context, pgx.Tx, consumer.Event) error { return nil })
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "orders/create") {
+			t.Fatalf("panic = %v, want one naming both types", p)
+		}
+	}()
+	mux.RegisterFunc("orders/create", func(context.Context, pgx.Tx, consumer.Event) error { return nil })
 }
