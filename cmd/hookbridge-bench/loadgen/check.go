@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // Check is the exactly-once check of one run, counted in the database: of
@@ -36,38 +38,46 @@ func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, run
 	c := &Check{Expected: expected, NotAccepted: notAccepted, DeadLetters: -1}
 	prefix := runID + "-"
 	var missing []string
-	count := func(table, query string, dst []any, args ...any) error {
-		var exists bool
-		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+	// count runs read when table exists and notes it missing otherwise.
+	count := func(table string, read func() error) error {
+		exists, err := store.TableExists(ctx, pool, table)
+		if err != nil {
 			return fmt.Errorf("look up %s: %w", table, err)
 		}
 		if !exists {
 			missing = append(missing, table)
 			return nil
 		}
-		if err := pool.QueryRow(ctx, query, args...).Scan(dst...); err != nil {
+		if err := read(); err != nil {
 			return fmt.Errorf("count %s: %w", table, err)
 		}
 		return nil
 	}
-	if err := count("hookbridge.inbox", `
-		SELECT count(*) FROM hookbridge.inbox
-		WHERE consumer = $1 AND source = $2 AND starts_with(event_id, $3)`,
-		[]any{&c.Inbox}, consumer, source, prefix); err != nil {
+	if err := count(store.TableInbox, func() (err error) {
+		c.Inbox, err = store.CountInboxPrefix(ctx, pool, consumer, source, prefix)
+		return err
+	}); err != nil {
 		return nil, err
 	}
-	if err := count("demo.orders", `
-		SELECT count(*), count(*) FILTER (WHERE version <> 1) FROM demo.orders
-		WHERE starts_with(order_id, $1)`, []any{&c.Orders, &c.OrdersChanged}, prefix); err != nil {
+	if err := count("demo.orders", func() error {
+		// The demo handler's own table: its SQL stays with the load tool.
+		return pool.QueryRow(ctx, `
+			SELECT count(*), count(*) FILTER (WHERE version <> 1) FROM demo.orders
+			WHERE starts_with(order_id, $1)`, prefix).Scan(&c.Orders, &c.OrdersChanged)
+	}); err != nil {
 		return nil, err
 	}
-	if err := count("hookbridge.outbox", `SELECT count(*) FROM hookbridge.outbox WHERE starts_with(event_id, $1)`,
-		[]any{&c.Outbox}, consumer+":"+source+":"+prefix); err != nil {
+	if err := count(store.TableOutbox, func() (err error) {
+		c.Outbox, err = store.CountOutboxPrefix(ctx, pool, consumer+":"+source+":"+prefix)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	deadMissing := len(missing)
-	if err := count("hookbridge.dead_letters", `SELECT count(*) FROM hookbridge.dead_letters WHERE consumer = $1 AND starts_with(event_id, $2)`,
-		[]any{&c.DeadLetters}, consumer, prefix); err != nil {
+	if err := count(store.TableDeadLetters, func() (err error) {
+		c.DeadLetters, err = store.CountDeadLettersPrefix(ctx, pool, consumer, prefix)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	if len(missing) > deadMissing {

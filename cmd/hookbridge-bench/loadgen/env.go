@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // ConsumerSettings are the orders consumer's settings in an in-process
@@ -205,9 +206,9 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		case <-time.After(100 * time.Millisecond):
 		}
 		cpu := ProcessCPU()
-		var n int
 		at := time.Now()
-		if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.inbox").Scan(&n); err != nil {
+		n, err := store.CountInbox(ctx, pool)
+		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet
 				continue

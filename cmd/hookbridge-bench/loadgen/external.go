@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -305,9 +306,15 @@ func measureStorage(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStr
 	if info := s.CachedInfo(); info.State.Msgs > 0 {
 		st.HooksBytesPerMsg = float64(info.State.Bytes) / float64(info.State.Msgs)
 	}
-	for table, dst := range map[string]*float64{"hookbridge.inbox": &st.InboxBytesPerRow, "hookbridge.outbox": &st.OutboxBytesPerRow} {
-		var size, rows int64
-		if err := pool.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass), (SELECT count(*) FROM `+table+`)`, table).Scan(&size, &rows); err != nil {
+	type footprint func(context.Context, store.Querier) (int64, int64, error)
+	for _, t := range []struct {
+		table string
+		read  footprint
+		dst   *float64
+	}{{store.TableInbox, store.InboxFootprint, &st.InboxBytesPerRow}, {store.TableOutbox, store.OutboxFootprint, &st.OutboxBytesPerRow}} {
+		table, dst := t.table, t.dst
+		size, rows, err := t.read(ctx, pool)
+		if err != nil {
 			return nil, fmt.Errorf("size of %s: %w", table, err)
 		}
 		if rows > 0 {

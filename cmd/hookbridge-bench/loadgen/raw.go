@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -153,8 +154,8 @@ func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error)
 	return t, nil
 }
 
-// RawInsert measures the commit rate of single-row INSERTs into
-// hookbridge.inbox (each its own transaction, synchronous_commit as the
+// RawInsert measures the commit rate of single-row inbox claims (the
+// consumer's INSERT, each its own transaction, synchronous_commit as the
 // server has it) from concurrency connections, in a fresh database
 // created on adminURL's server and dropped afterwards. It is the rate a
 // consumer that commits every event on its own can reach at most.
@@ -201,10 +202,11 @@ func RawInsert(ctx context.Context, adminURL string, total, concurrency int) (Th
 				if n >= total {
 					return
 				}
-				_, err := pool.Exec(ctx, `
-					INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq)
-					VALUES ($1, $2, $3, $4, $5, $6)`,
-					"raw", "demo", fmt.Sprintf("raw-%d", n), "order.created", sum[:], int64(n+1))
+				// The consumer's own inbox claim; in this fresh database
+				// every id is new, so each call inserts its row.
+				_, err := store.InboxClaim(ctx, pool, "raw", store.InboxEntry{
+					Source: "demo", EventID: fmt.Sprintf("raw-%d", n), EventType: "order.created",
+					BodySHA256: sum[:], StreamSeq: uint64(n + 1)})
 				if err != nil {
 					errs.Add(1)
 				}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // applyTracker measures end-to-end latency: from the moment a webhook was
@@ -160,26 +162,8 @@ func (t *applyTracker) oldestPending(ids []string) ([]string, int) {
 
 func (t *applyTracker) poll(ctx context.Context, ids []string) {
 	at := time.Now()
-	// A join against the ids keeps the plan a primary-key lookup per id
-	// whatever the table's statistics say.
-	rows, err := t.pool.Query(ctx, `
-		SELECT i.event_id FROM unnest($3::text[]) AS u(id)
-		JOIN hookbridge.inbox i ON i.consumer = $1 AND i.source = $2 AND i.event_id = u.id`, t.consumer, t.source, ids)
+	found, err := store.InboxApplied(ctx, t.pool, t.consumer, t.source, ids)
 	if err != nil {
-		t.noteErr(ctx, err)
-		return
-	}
-	var found []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			t.noteErr(ctx, err)
-			return
-		}
-		found = append(found, id)
-	}
-	if err := rows.Err(); err != nil {
 		t.noteErr(ctx, err)
 		return
 	}

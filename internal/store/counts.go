@@ -1,0 +1,83 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The tables, by qualified name, for messages and existence checks.
+const (
+	TableInbox       = "hookbridge.inbox"
+	TableOutbox      = "hookbridge.outbox"
+	TableDeadLetters = "hookbridge.dead_letters"
+)
+
+var (
+	sqlInboxCount             = load("inbox_count.sql")
+	sqlInboxCountPrefix       = load("inbox_count_prefix.sql")
+	sqlOutboxCountPrefix      = load("outbox_count_prefix.sql")
+	sqlDeadLettersCountPrefix = load("dead_letters_count_prefix.sql")
+	sqlInboxApplied           = load("inbox_applied.sql")
+	sqlInboxFootprint         = load("inbox_footprint.sql")
+	sqlOutboxFootprint        = load("outbox_footprint.sql")
+	sqlTableExists            = load("table_exists.sql")
+)
+
+// TableExists reports whether the table named (for example TableInbox)
+// exists: a database not migrated yet has none of them.
+func TableExists(ctx context.Context, q Querier, table string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, sqlTableExists, table).Scan(&ok)
+	return ok, err
+}
+
+func count(ctx context.Context, q Querier, sql string, args ...any) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// CountInbox counts all inbox rows.
+func CountInbox(ctx context.Context, q Querier) (int, error) { return count(ctx, q, sqlInboxCount) }
+
+// CountInboxPrefix counts the consumer's inbox rows of source whose event
+// id starts with prefix.
+func CountInboxPrefix(ctx context.Context, q Querier, consumer, source, prefix string) (int, error) {
+	return count(ctx, q, sqlInboxCountPrefix, consumer, source, prefix)
+}
+
+// CountOutboxPrefix counts the outbox rows whose event id starts with
+// prefix.
+func CountOutboxPrefix(ctx context.Context, q Querier, prefix string) (int, error) {
+	return count(ctx, q, sqlOutboxCountPrefix, prefix)
+}
+
+// CountDeadLettersPrefix counts the consumer's dead letters (resolved or
+// not) whose event id starts with prefix.
+func CountDeadLettersPrefix(ctx context.Context, q Querier, consumer, prefix string) (int, error) {
+	return count(ctx, q, sqlDeadLettersCountPrefix, consumer, prefix)
+}
+
+// InboxApplied returns those of eventIDs that the consumer's inbox holds
+// for source.
+func InboxApplied(ctx context.Context, q Querier, consumer, source string, eventIDs []string) ([]string, error) {
+	rows, err := q.Query(ctx, sqlInboxApplied, consumer, source, eventIDs)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// InboxFootprint is the inbox's total size on disk (with indexes and
+// TOAST) and its row count.
+func InboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err error) {
+	err = q.QueryRow(ctx, sqlInboxFootprint).Scan(&bytes, &rows)
+	return bytes, rows, err
+}
+
+// OutboxFootprint is InboxFootprint for the outbox.
+func OutboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err error) {
+	err = q.QueryRow(ctx, sqlOutboxFootprint).Scan(&bytes, &rows)
+	return bytes, rows, err
+}
