@@ -43,13 +43,16 @@ type Options struct {
 	// hookbridge.delivery_failures: redeliveries after deadlocks, lost
 	// connections, outages or ack timeouts never do; see retry.go.
 	MaxDeliver int
-	// Prefetch is how many messages the consumer keeps buffered ahead of
-	// its workers (default 2 × Concurrency × BatchSize): enough to hide
-	// the pull round trip, few enough that none waits in the buffer close
-	// to AckWait.
+	// Prefetch is how many messages one pull asks for (default 2 ×
+	// Concurrency × BatchSize, at least 128): enough to hide the pull
+	// round trip. Pulled messages are always taken off the connection at
+	// once, so the consumer's buffer is bounded by MaxAckPending (and 64
+	// MiB of bodies), not by Prefetch; messages waiting in it get
+	// in-progress acks every AckWait/3.
 	Prefetch int
-	// MaxAckPending caps unacked messages in flight (default: room for
-	// the prefetch buffer and a batch per worker, at least 1000).
+	// MaxAckPending caps unacked messages in flight, buffered ones
+	// included (default: room for the prefetch and a batch per worker, at
+	// least 1000).
 	MaxAckPending int
 	// HandlerTimeout bounds one batch's transaction (default 30s).
 	HandlerTimeout time.Duration

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 )
@@ -38,23 +38,32 @@ type runner struct {
 	concurrency int
 	batchSize   int
 	batchWait   time.Duration
-	// prefetch is how many messages to keep buffered (0: two batches per
-	// worker).
+	// prefetch is how many messages one pull asks for (0: two batches per
+	// worker); see consume.
 	prefetch int
 	log      *slog.Logger
 	// process applies a batch and returns one action per message. It runs
 	// with a context that is not cancelled by shutdown, so a transaction in
 	// flight can still commit and be acked.
 	process func(ctx context.Context, msgs []jetstream.Msg) []action
-	// hold, when set, is called before every pull and blocks while intake
-	// should pause (the database is unreachable); nil never pauses.
+	// hold, when set, is called by the feeder before every Next and blocks
+	// while intake should pause (the database is unreachable); nil never
+	// pauses.
 	hold func(ctx context.Context)
 }
 
 // prefetchBytes bounds what one consumer buffers, whatever the bodies'
 // size: with 1 MiB bodies, batch 64 and concurrency 4, a count limit alone
-// would allow hundreds of MiB.
+// would allow hundreds of MiB. It bounds each pull request and the
+// runner's own queue (see feed).
 const prefetchBytes = 64 << 20
+
+// serverMaxAckPending is JetStream's MaxAckPending for a durable that
+// sets none (the conflict recorder's).
+const serverMaxAckPending = 1000
+
+// minPullWindow is the fewest messages the pull iterator asks for at once.
+const minPullWindow = 128
 
 // run creates the durable consumer and consumes until ctx is cancelled.
 // A pull iterator that closes while ctx is live (the durable consumer was
@@ -104,31 +113,61 @@ func refused(err error) bool {
 // consume pulls from cons and hands batches to workers until the iterator
 // closes: on shutdown (ctx cancelled, after the buffered messages were
 // applied) or because the server ended it.
+//
+// A feeder goroutine calls Next all the time and moves every message into
+// the runner's own queue, whether or not a worker is free. The pull
+// iterator must not be left alone while its buffer is full: its channel
+// holds as many entries as it requests messages, but the server's
+// heartbeats and pull-expiry notices take entries too, so with nobody
+// calling Next they fill it and the NATS client drops what comes next
+// ("slow consumer, messages dropped"). A dropped message is redelivered
+// only after ack_wait, and a dropped expiry notice leaves the iterator
+// believing a pull is still open, so it stops pulling until a heartbeat
+// timeout. The queue needs no count limit of its own: every message in it
+// is unacked, so the durable's MaxAckPending bounds it (with a count bound
+// of that size as a net for redelivered copies); prefetchBytes bounds its
+// bytes, and only a backlog of huge bodies ever makes the feeder wait.
 func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *pool.Pool) error {
-	// By default keep at most two batches per worker buffered: enough to
-	// hide the pull round trip, few enough that none sits in the buffer
-	// close to ack_wait.
+	// Each pull asks for two batches per worker, enough to hide the pull
+	// round trip, and never fewer than minPullWindow: the iterator's
+	// channel has room for exactly the messages it requests, and every
+	// request the server completes by count also sends a "batch completed"
+	// notice (requests carry a byte limit), so with a window of a few
+	// messages (batch size 1) a feeder that is a few messages behind would
+	// already overflow it.
 	prefetch := r.prefetch
 	if prefetch <= 0 {
 		prefetch = 2 * r.concurrency * r.batchSize
 	}
+	prefetch = max(prefetch, minPullWindow)
 	// A short pull expiry makes a lost consumer leader (a NATS node going
 	// down) noticed within seconds instead of the default 30s.
 	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(prefetch, prefetchBytes), jetstream.PullExpiry(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("consumer %s: pull: %w", r.name, err)
 	}
+	maxAckPending := r.cfg.MaxAckPending
+	if maxAckPending <= 0 {
+		maxAckPending = serverMaxAckPending
+	}
+	q := newMsgQueue(max(prefetch, maxAckPending), prefetchBytes)
 	stopped := make(chan struct{})
-	go func() { // stops intake on shutdown; exits with run
+	var bg sync.WaitGroup
+	bg.Go(func() { // stops intake on shutdown; exits with consume
 		select {
 		case <-ctx.Done():
 			// Drain: no new pulls; what is already buffered is still
-			// returned by Next and applied below, then Next reports closed.
+			// returned by Next and queued, then Next reports closed.
 			it.Drain()
 		case <-stopped:
 		}
+	})
+	bg.Go(func() { r.feed(ctx, it, q) })
+	bg.Go(func() { r.keepQueuedInProgress(q, stopped) })
+	defer func() {
+		close(stopped)
+		bg.Wait()
 	}()
-	defer close(stopped)
 
 	applyCtx := context.WithoutCancel(ctx)
 	batch := make([]jetstream.Msg, 0, r.batchSize)
@@ -145,32 +184,24 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	// up to batchSize × batchWait to fill at moderate rates.
 	var deadline time.Time
 	for {
-		if r.hold != nil {
-			r.hold(ctx)
-		}
-		var msg jetstream.Msg
+		var (
+			msg jetstream.Msg
+			st  popState
+		)
 		if len(batch) == 0 {
-			msg, err = it.Next()
-		} else if wait := time.Until(deadline); wait > 0 {
-			msg, err = it.Next(jetstream.NextMaxWait(wait))
+			msg, st = q.pop(time.Time{})
+		} else if time.Until(deadline) > 0 {
+			msg, st = q.pop(deadline)
 		} else {
 			flush()
 			continue
 		}
-		if err != nil {
-			if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-				flush()
-				continue
-			}
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				break
-			}
-			// Heartbeat misses and leadership changes are retried by the
-			// iterator itself; terminal errors (consumer deleted) close
-			// it, and the next Next reports that.
-			r.log.Warn("pull failed", "consumer", r.name, "err", err)
+		if st == popTimedOut {
 			flush()
 			continue
+		}
+		if st == popClosed {
+			break
 		}
 		batch = append(batch, msg)
 		if len(batch) == 1 {
@@ -182,6 +213,60 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	}
 	flush()
 	return nil
+}
+
+// feed moves messages from the pull iterator into q until the iterator
+// closes, then closes q. While the intake gate is closed (the database is
+// unreachable) it stops calling Next, so nothing new is pulled: what is
+// queued is still handed to workers, and each fails fast and is nak'd
+// with its backoff.
+func (r *runner) feed(ctx context.Context, it jetstream.MessagesContext, q *msgQueue) {
+	defer q.close()
+	for {
+		if r.hold != nil {
+			r.hold(ctx)
+		}
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			// Heartbeat misses and leadership changes are retried by the
+			// iterator itself; terminal errors (consumer deleted) close
+			// it, and the next Next reports that.
+			r.log.Warn("pull failed", "consumer", r.name, "err", err)
+			continue
+		}
+		q.push(msg)
+	}
+}
+
+// keepQueuedInProgress sends in-progress acks for messages that have
+// waited in q for a third of ack_wait, until stop is closed. The queue can
+// hold up to MaxAckPending messages, which a slow handler may take longer
+// than ack_wait to reach; without this they would be redelivered while
+// still queued.
+func (r *runner) keepQueuedInProgress(q *msgQueue, stop <-chan struct{}) {
+	interval := r.progressInterval()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			for _, m := range q.waitingSince(time.Now().Add(-interval)) {
+				_ = m.InProgress() // best effort; a redelivery is still caught by the inbox
+			}
+		}
+	}
+}
+
+func (r *runner) progressInterval() time.Duration {
+	if interval := r.cfg.AckWait / 3; interval > 0 {
+		return interval
+	}
+	return 10 * time.Second
 }
 
 // applyAndAck processes one batch, keeps its messages from being
@@ -229,10 +314,7 @@ func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg) (actio
 // batch is being applied, so a slow handler is not redelivered to another
 // worker in the meantime.
 func (r *runner) keepInProgress(msgs []jetstream.Msg) (stop func()) {
-	interval := r.cfg.AckWait / 3
-	if interval <= 0 {
-		interval = 10 * time.Second
-	}
+	interval := r.progressInterval()
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
