@@ -29,8 +29,9 @@ type Options struct {
 	// [DefaultBatchSize], at most [MaxBatch]). 1 applies every event in a
 	// transaction of its own.
 	BatchSize int
-	// BatchWait is how long a batch waits, from its first message, to
-	// fill (default [DefaultBatchWait]). Under load it hardly matters:
+	// BatchWait is how long a batch waits, from its first message, for
+	// more messages to arrive (default [DefaultBatchWait]: not at all; a
+	// batch always takes what is queued already). Under load it hardly matters:
 	// while every worker is busy the buffer fills, and the next batch
 	// takes what is there at once.
 	BatchWait time.Duration
@@ -105,7 +106,7 @@ func (o *Options) setDefaults() error {
 	if o.BatchSize > MaxBatch {
 		return fmt.Errorf("consumer %s: batch size %d exceeds %d", o.Name, o.BatchSize, MaxBatch)
 	}
-	if o.BatchWait <= 0 {
+	if o.BatchWait < 0 {
 		o.BatchWait = DefaultBatchWait
 	}
 	if o.AckWait <= 0 {

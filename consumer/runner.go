@@ -190,11 +190,11 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		)
 		if len(batch) == 0 {
 			msg, st = q.pop(time.Time{})
-		} else if time.Until(deadline) > 0 {
-			msg, st = q.pop(deadline)
 		} else {
-			flush()
-			continue
+			// Past the deadline pop still hands over what is queued
+			// already, without waiting: a batch takes everything that
+			// is there (up to batchSize) and never waits past it.
+			msg, st = q.pop(deadline)
 		}
 		if st == popTimedOut {
 			flush()
