@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,31 +103,9 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 	}}}
 	x := &external{o: o, s: s}
 	steps := []func(context.Context) error{x.floor, x.raw, x.ingressOnly, x.maxAndHalf}
-	for round := range o.Rounds {
-		fmt.Fprintf(o.Progress, "external: round %d of %d\n", round+1, o.Rounds)
-		order := slices.Clone(steps)
-		if round%2 == 1 {
-			slices.Reverse(order)
-		}
-		for _, step := range order {
-			busy, err := MachineBusy(ctx, time.Second)
-			if err != nil {
-				return nil, err
-			}
-			s.res.Background = append(s.res.Background, busy)
-			stepCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-			err = step(stepCtx)
-			cancel()
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil, ctx.Err()
-				}
-				s.fail("round %d: %v", round+1, err)
-			}
-		}
-	}
-	for _, m := range s.res.Measurements {
-		m.Median = Median(m.Values)
+	sampleBusy := func(ctx context.Context) (float64, error) { return MachineBusy(ctx, time.Second) }
+	if err := s.runRounds(ctx, "external", o.Rounds, steps, sampleBusy); err != nil {
+		return nil, err
 	}
 	s.ratio(xIngress, xFloor, "≥ 0.70", func(v float64) bool { return v >= 0.7 })
 	s.ratio(xApplied, xRaw, "≥ 1.0", func(v float64) bool { return v >= 1 })

@@ -242,24 +242,37 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*SuiteResult, error) {
 			return nil, fmt.Errorf("suite: unknown stage %q (have %s)", st, strings.Join(AllStages, ", "))
 		}
 	}
-	for round := range o.Repeat {
-		fmt.Fprintf(o.Progress, "suite: round %d of %d\n", round+1, o.Repeat)
+	if err := s.runRounds(ctx, "suite", o.Repeat, steps, s.quiet); err != nil {
+		return nil, err
+	}
+	s.ratios()
+	return s.res, nil
+}
+
+// runRounds runs steps rounds times, every other round in reverse order so
+// that no step always runs on a machine warmed (or tired) by the one
+// before. Before each step it records how busy the machine is (busy); a
+// step's failure is noted and the rounds go on, unless ctx is done. At the
+// end each measurement gets its median.
+func (s *suite) runRounds(ctx context.Context, label string, rounds int, steps []func(context.Context) error, busy func(context.Context) (float64, error)) error {
+	for round := range rounds {
+		fmt.Fprintf(s.o.Progress, "%s: round %d of %d\n", label, round+1, rounds)
 		order := slices.Clone(steps)
 		if round%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, step := range order {
-			busy, err := s.quiet(ctx)
+			b, err := busy(ctx)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			s.res.Background = append(s.res.Background, busy)
+			s.res.Background = append(s.res.Background, b)
 			stepCtx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 			err = step(stepCtx)
 			cancel()
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, ctx.Err()
+					return ctx.Err()
 				}
 				s.fail("round %d: %v", round+1, err)
 			}
@@ -268,8 +281,7 @@ func RunSuite(ctx context.Context, o SuiteOptions) (*SuiteResult, error) {
 	for _, m := range s.res.Measurements {
 		m.Median = Median(m.Values)
 	}
-	s.ratios()
-	return s.res, nil
+	return nil
 }
 
 // quiet waits for a quiet machine (when asked to) and returns how busy it
