@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/bridge"
@@ -62,13 +61,7 @@ func BenchmarkPublish(b *testing.B) {
 	publish := func(b *testing.B, js jetstream.JetStream, id string) {
 		body := benchBody(id)
 		sum := sha256.Sum256(body)
-		msg := nats.NewMsg(stream.HookSubject("demo", "order.created"))
-		msg.Data = body
-		msg.Header.Set(stream.HeaderSource, "demo")
-		msg.Header.Set(stream.HeaderEventID, id)
-		msg.Header.Set(stream.HeaderEventType, "order.created")
-		msg.Header.Set(stream.HeaderBodySHA256, hex.EncodeToString(sum[:]))
-		msg.Header.Set(stream.HeaderReceivedAt, time.Now().UTC().Format(time.RFC3339Nano))
+		msg := bridge.HookMsg("demo", id, "order.created", "", hex.EncodeToString(sum[:]), time.Now(), body)
 		if _, err := js.PublishMsg(context.Background(), msg,
 			jetstream.WithMsgID(stream.MsgID("demo", id)), jetstream.WithExpectStream(stream.Hooks)); err != nil {
 			b.Error(err)
