@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
@@ -187,6 +188,11 @@ func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 
 // withPool loads the configuration, opens the database and runs fn.
 func withPool(ctx context.Context, g *Globals, rt *runtime, fn func(pool *pgxpool.Pool) error) error {
+	return withConfigPool(ctx, g, rt, func(_ app.Config, pool *pgxpool.Pool) error { return fn(pool) })
+}
+
+// withConfigPool is withPool for commands that need the configuration too.
+func withConfigPool(ctx context.Context, g *Globals, rt *runtime, fn func(cfg app.Config, pool *pgxpool.Pool) error) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -196,7 +202,7 @@ func withPool(ctx context.Context, g *Globals, rt *runtime, fn func(pool *pgxpoo
 		return err
 	}
 	defer pool.Close()
-	return fn(pool)
+	return fn(cfg, pool)
 }
 
 // bodyView carries a body in JSON: as text when it is UTF-8, else base64.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/hookbridge/hookbridge/app"
 )
 
@@ -18,39 +20,33 @@ type StatusCmd struct {
 // Run implements the status command. Without a way to reach JetStream it
 // still prints the Postgres part, then fails with the reason.
 func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	cfg, err := g.load(rt)
-	if err != nil {
-		return err
-	}
-	pool, err := opsPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	st := app.NewStatus()
-	if err := st.ReadPostgres(ctx, pool); err != nil {
-		return fmt.Errorf("status: %w", dbError(err))
-	}
-	js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)
-	if jsErr == nil {
-		jsErr = st.ReadJetStream(ctx, js)
-		closeNATS()
-	}
-	if jsErr != nil {
-		st.JetStreamError = jsErr.Error()
-	}
-	if c.JSON {
-		err = writeJSON(rt.stdout, st)
-	} else {
-		err = printStatus(rt.stdout, &st)
-	}
-	if err != nil {
-		return err
-	}
-	if jsErr != nil {
-		return fmt.Errorf("status: streams and consumers not shown: %w", jsErr)
-	}
-	return nil
+	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
+		st := app.NewStatus()
+		if err := st.ReadPostgres(ctx, pool); err != nil {
+			return fmt.Errorf("status: %w", dbError(err))
+		}
+		js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)
+		if jsErr == nil {
+			jsErr = st.ReadJetStream(ctx, js)
+			closeNATS()
+		}
+		if jsErr != nil {
+			st.JetStreamError = jsErr.Error()
+		}
+		var err error
+		if c.JSON {
+			err = writeJSON(rt.stdout, st)
+		} else {
+			err = printStatus(rt.stdout, &st)
+		}
+		if err != nil {
+			return err
+		}
+		if jsErr != nil {
+			return fmt.Errorf("status: streams and consumers not shown: %w", jsErr)
+		}
+		return nil
+	})
 }
 
 func printStatus(w io.Writer, st *app.Status) error {
