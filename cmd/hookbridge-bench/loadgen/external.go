@@ -212,8 +212,7 @@ func (x *external) raw(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raw commits: %w", err)
 	}
-	fmt.Fprintln(x.o.Progress, "external:", t)
-	x.s.res.Runs = append(x.s.res.Runs, t)
+	x.s.addThroughput("external", t)
 	x.s.record(xRaw, "rows/s", t.PerSecond)
 	return nil
 }

@@ -167,6 +167,13 @@ type suite struct {
 	by  map[string]*Measurement
 }
 
+// addThroughput prints a raw throughput run under label and keeps it
+// with the runs.
+func (s *suite) addThroughput(label string, t Throughput) {
+	fmt.Fprintln(s.o.Progress, label+":", t)
+	s.res.Runs = append(s.res.Runs, t)
+}
+
 func (s *suite) record(name, unit string, v float64) {
 	m := s.by[name]
 	if m == nil {
@@ -302,8 +309,7 @@ func (s *suite) publishSync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publish sync: %w", err)
 	}
-	fmt.Fprintln(s.o.Progress, "suite:", t)
-	s.res.Runs = append(s.res.Runs, t)
+	s.addThroughput("suite", t)
 	s.record(mPubSync, "msgs/s", t.PerSecond)
 	s.record(mPubSyncCPU, "µs/msg", t.CPUPerOpUs)
 	return nil
@@ -314,8 +320,7 @@ func (s *suite) publishAsync(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("publish async: %w", err)
 	}
-	fmt.Fprintln(s.o.Progress, "suite:", t)
-	s.res.Runs = append(s.res.Runs, t)
+	s.addThroughput("suite", t)
 	s.record(mPubAsync, "msgs/s", t.PerSecond)
 	return nil
 }
@@ -363,16 +368,14 @@ func (s *suite) pgInsert(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("postgres insert: %w", err)
 	}
-	fmt.Fprintln(s.o.Progress, "suite:", t)
-	s.res.Runs = append(s.res.Runs, t)
+	s.addThroughput("suite", t)
 	s.record(mPGInsert, "rows/s", t.PerSecond)
 	// One connection: the commit latency itself (1 / rate).
 	t1, err := RawInsert(ctx, s.o.AdminURL, max(s.o.PGTotal/4, 1), 1)
 	if err != nil {
 		return fmt.Errorf("postgres insert: %w", err)
 	}
-	fmt.Fprintln(s.o.Progress, "suite:", t1)
-	s.res.Runs = append(s.res.Runs, t1)
+	s.addThroughput("suite", t1)
 	s.record(mPGInsert1, "rows/s", t1.PerSecond)
 	return nil
 }
