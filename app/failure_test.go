@@ -22,8 +22,15 @@ import (
 // allows at most maxAckPending outstanding acks per consumer.
 func limitedNATS(t *testing.T, maxAckPending int) string {
 	t.Helper()
+	return loopbackNATS(t, func(o *server.Options) { o.JetStreamLimits.MaxAckPending = maxAckPending })
+}
+
+// loopbackNATS starts a JetStream-enabled NATS server on loopback with its
+// store in a temporary folder, edited by edit, and returns its URL.
+func loopbackNATS(t *testing.T, edit func(*server.Options)) string {
+	t.Helper()
 	opts := &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true}
-	opts.JetStreamLimits.MaxAckPending = maxAckPending
+	edit(opts)
 	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

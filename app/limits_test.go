@@ -89,6 +89,37 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 
 	db := testenv.Postgres(t)
 	startServer(t, testConfig(t, ordersHandlers(), edit(db.URL)), ordersHandlers())
+	requireAllApplied(t, db, accepted)
+}
+
+// postRetried posts n padded orders ("<prefix>-<i>"), each retried on 503
+// every 20ms as a sender would, and returns their ids. Any other answer,
+// or a 503 still there after attempt lastAttempt (counting from 0), fails
+// the test.
+func postRetried(t *testing.T, addr, prefix string, n, lastAttempt int) []string {
+	t.Helper()
+	var accepted []string
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		for attempt := 0; ; attempt++ {
+			code, _ := postPadded(t, addr, id)
+			if code == http.StatusAccepted {
+				accepted = append(accepted, id)
+				break
+			}
+			if code != http.StatusServiceUnavailable || attempt == lastAttempt {
+				t.Fatalf("%s: status %d after %d attempts", id, code, attempt+1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return accepted
+}
+
+// requireAllApplied waits until the inbox holds the accepted deliveries,
+// then checks it holds exactly those and an order row stands for each.
+func requireAllApplied(t *testing.T, db *testenv.Database, accepted []string) {
+	t.Helper()
 	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
 	})
@@ -99,6 +130,19 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
 		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
 	}
+}
+
+// startFastGuard starts serve with cfg and a storage guard that checks
+// every 50ms, so a test sees trimming without waiting the default
+// interval.
+func startFastGuard(t *testing.T, cfg Config) *runningServer {
+	t.Helper()
+	srv, err := NewServer(cfg, ordersHandlers(), nil, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.guardInterval = 50 * time.Millisecond
+	return startPrepared(t, srv)
 }
 
 func readyStatus(t *testing.T, addr, query string) int {
@@ -123,14 +167,7 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 			c.Streams.MaxBytes = 256 << 10
 		})
 	}
-	start := func(cfg Config) *runningServer {
-		srv, err := NewServer(cfg, ordersHandlers(), nil, quietLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.guardInterval = 50 * time.Millisecond
-		return startPrepared(t, srv)
-	}
+	start := func(cfg Config) *runningServer { return startFastGuard(t, cfg) }
 
 	first := start(config(unreachableDB))
 	accepted, refused := fillHooks(t, first.addr, "before", 400)
@@ -150,30 +187,8 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 		return readyStatus(t, second.addr, "?role=ingress") == http.StatusOK
 	})
 	// New deliveries, retried on 503 as a sender would.
-	for i := range 300 {
-		id := fmt.Sprintf("after-%d", i)
-		for attempt := 0; ; attempt++ {
-			code, _ := postPadded(t, second.addr, id)
-			if code == http.StatusAccepted {
-				accepted = append(accepted, id)
-				break
-			}
-			if code != http.StatusServiceUnavailable || attempt == 100 {
-				t.Fatalf("%s: status %d after %d attempts", id, code, attempt+1)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
-	})
-	time.Sleep(200 * time.Millisecond)
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != len(accepted) {
-		t.Fatalf("inbox rows = %d, want %d", n, len(accepted))
-	}
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
-		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
-	}
+	accepted = append(accepted, postRetried(t, second.addr, "after", 300, 100)...)
+	requireAllApplied(t, db, accepted)
 	info := streamInfo(t, second.js, stream.Hooks)
 	if info.State.FirstSeq == 1 || info.State.LastSeq != uint64(len(accepted)) {
 		t.Fatalf("HOOKS first seq %d, last %d: want trimmed, and %d stored in all", info.State.FirstSeq, info.State.LastSeq, len(accepted))
@@ -191,25 +206,9 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 // accepted again; every 202 is applied (rows counted).
 func TestFullServerStoreRecovers(t *testing.T) {
 	t.Parallel()
-	opts := &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
-		JetStreamMaxStore: 512 << 10, JetStreamMaxMemory: 1 << 20}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
+	natsURL := loopbackNATS(t, func(o *server.Options) { o.JetStreamMaxStore, o.JetStreamMaxMemory = 512<<10, 1<<20 })
 	start := func(dbURL string) *runningServer {
-		cfg := testConfig(t, ordersHandlers(), func(c *Config) { c.NATSURL, c.DatabaseURL = ns.ClientURL(), dbURL })
-		srv, err := NewServer(cfg, ordersHandlers(), nil, quietLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.guardInterval = 50 * time.Millisecond
-		return startPrepared(t, srv)
+		return startFastGuard(t, testConfig(t, ordersHandlers(), func(c *Config) { c.NATSURL, c.DatabaseURL = natsURL, dbURL }))
 	}
 
 	first := start(unreachableDB)
@@ -229,30 +228,8 @@ func TestFullServerStoreRecovers(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the backlog applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
 	})
-	for i := range 200 {
-		id := fmt.Sprintf("after-%d", i)
-		for attempt := 0; ; attempt++ {
-			code, _ := postPadded(t, second.addr, id)
-			if code == http.StatusAccepted {
-				accepted = append(accepted, id)
-				break
-			}
-			if code != http.StatusServiceUnavailable || attempt == 200 {
-				t.Fatalf("%s: status %d after %d attempts", id, code, attempt+1)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
-		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
-	})
-	time.Sleep(200 * time.Millisecond)
-	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != len(accepted) {
-		t.Fatalf("inbox rows = %d, want %d", n, len(accepted))
-	}
-	if n := db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = ANY($1)", accepted); n != len(accepted) {
-		t.Fatalf("orders = %d of the %d accepted", n, len(accepted))
-	}
+	accepted = append(accepted, postRetried(t, second.addr, "after", 200, 200)...)
+	requireAllApplied(t, db, accepted)
 	info := streamInfo(t, second.js, stream.Hooks)
 	t.Logf("%d accepted (%d refused while the store was full); HOOKS now seq %d–%d", len(accepted), refused, info.State.FirstSeq, info.State.LastSeq)
 	if info.State.FirstSeq == 1 {
