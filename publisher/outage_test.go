@@ -125,12 +125,12 @@ func (g *pgGate) close() {
 	g.wg.Wait()
 }
 
-// While Postgres is unreachable the relay logs one WARN per failing part
-// (rounds, LISTEN connection) with the error, not one per retry; when it
-// is back, one INFO each says so, and rows are published again.
-func TestDatabaseOutageLoggedOnce(t *testing.T) {
-	t.Parallel()
-	db := testenv.Postgres(t)
+// gatedRelay builds (does not start) a relay that reaches db through a
+// closed pgGate, logging at INFO into the returned buffer, with fastOpts
+// (retries every 10-200ms: dozens of failures in a second) and no
+// retention sweeps.
+func gatedRelay(t *testing.T, db *testenv.Database) (*publisher.Relay, *pgGate, *syncBuffer) {
+	t.Helper()
 	ns := testenv.NATS(t)
 	gate := newPGGate(t)
 	pool, err := pgxpool.New(context.Background(), gate.url(db))
@@ -138,12 +138,20 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-
 	logs := &syncBuffer{}
-	opts := fastOpts() // retries every 10-200ms: dozens of failures below
+	opts := fastOpts()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts.Retention = -1
-	r := publisher.NewRelay(pool, ns.JS, opts)
+	return publisher.NewRelay(pool, ns.JS, opts), gate, logs
+}
+
+// While Postgres is unreachable the relay logs one WARN per failing part
+// (rounds, LISTEN connection) with the error, not one per retry; when it
+// is back, one INFO each says so, and rows are published again.
+func TestDatabaseOutageLoggedOnce(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t)
+	r, gate, logs := gatedRelay(t, db)
 	runRelay(t, r)
 
 	time.Sleep(2 * time.Second)
@@ -171,19 +179,8 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 // A failure that goes on is logged again at most once per repeat interval.
 func TestOutageRepeatsRateLimited(t *testing.T) {
 	t.Parallel()
-	ns := testenv.NATS(t)
 	db := testenv.Postgres(t)
-	gate := newPGGate(t)
-	pool, err := pgxpool.New(context.Background(), gate.url(db))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	logs := &syncBuffer{}
-	opts := fastOpts()
-	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	opts.Retention = -1
-	r := publisher.NewRelay(pool, ns.JS, opts)
+	r, _, logs := gatedRelay(t, db)
 	publisher.SetOutageRepeat(r, 500*time.Millisecond)
 	runRelay(t, r)
 	time.Sleep(2200 * time.Millisecond)
