@@ -199,23 +199,22 @@ func newIngress(t testing.TB, opts bridge.Options, sources ...bridge.Source) *in
 	t.Helper()
 	js := testenv.NATS(t)
 	js.EnsureHooks(t)
-	c := newClock(time.Now())
-	opts.Sources = sources
-	opts.Now = c.Now
-	if opts.Logger == nil {
-		opts.Logger = quietLogger()
-	}
-	h, err := bridge.New(js.JS, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := serveOn(t, js.JS, opts, sources...)
+	in.js = js
+	return in
+}
+
+// serveHTTP serves h at bridge.Pattern over real HTTP, with the ingress's
+// server limits, until the test ends, and returns the base URL.
+func serveHTTP(t testing.TB, h http.Handler) string {
+	t.Helper()
 	mux := http.NewServeMux()
 	mux.Handle(bridge.Pattern, h)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &ingress{js: js, h: h, clock: c, url: srv.URL}
+	return srv.URL
 }
 
 // answer is what the ingress said.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -117,12 +116,7 @@ func TestBodyAtMaxBodyBytesIsStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mux := http.NewServeMux()
-			mux.Handle(bridge.Pattern, h)
-			srv := httptest.NewUnstartedServer(mux)
-			srv.Config = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
-			srv.Start()
-			t.Cleanup(srv.Close)
+			baseURL := serveHTTP(t, h)
 
 			limit := c.maxBody
 			if limit == 0 {
@@ -131,13 +125,13 @@ func TestBodyAtMaxBodyBytesIsStored(t *testing.T) {
 			longID := func(tag string) string { return tag + strings.Repeat("i", 255-len(tag)) }
 			exact := sizedBody(t, int(limit))
 			for _, chunked := range []bool{false, true} {
-				if code := postStandard(t, srv.URL, secret, longID(fmt.Sprintf("exact-%v-", chunked)), exact, chunked); code != http.StatusAccepted {
+				if code := postStandard(t, baseURL, secret, longID(fmt.Sprintf("exact-%v-", chunked)), exact, chunked); code != http.StatusAccepted {
 					t.Fatalf("body of exactly %d bytes (chunked=%v): answer %d, want 202", limit, chunked, code)
 				}
 			}
 			over := sizedBody(t, int(limit)+1)
 			for _, chunked := range []bool{false, true} {
-				if code := postStandard(t, srv.URL, secret, longID(fmt.Sprintf("over-%v-", chunked)), over, chunked); code != http.StatusRequestEntityTooLarge {
+				if code := postStandard(t, baseURL, secret, longID(fmt.Sprintf("over-%v-", chunked)), over, chunked); code != http.StatusRequestEntityTooLarge {
 					t.Fatalf("body of %d bytes (chunked=%v): answer %d, want 413", limit+1, chunked, code)
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ import (
 )
 
 // serveOn serves a handler for sources on js over real HTTP.
-func serveOn(t *testing.T, js jetstream.JetStream, opts bridge.Options, sources ...bridge.Source) *ingress {
+func serveOn(t testing.TB, js jetstream.JetStream, opts bridge.Options, sources ...bridge.Source) *ingress {
 	t.Helper()
 	c := newClock(time.Now())
 	opts.Sources, opts.Now = sources, c.Now
@@ -31,13 +30,7 @@ func serveOn(t *testing.T, js jetstream.JetStream, opts bridge.Options, sources 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(bridge.Pattern, h)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return &ingress{h: h, clock: c, url: srv.URL}
+	return &ingress{h: h, clock: c, url: serveHTTP(t, h)}
 }
 
 // sendConcurrently posts n distinct signed deliveries at once and returns
