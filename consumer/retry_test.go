@@ -57,6 +57,20 @@ func startConsumer(t *testing.T, db *testenv.Database, ns *testenv.JetStream, bs
 	})
 }
 
+// startThingDone runs a consumer named name for "thing.done" at batch
+// size bs with handler h, max_deliver maxDeliver and a 20ms backoff, then
+// publishes one such event (id e1, body {}).
+func startThingDone(t *testing.T, db *testenv.Database, bs int, name string, maxDeliver int, h consumer.Handler) {
+	t.Helper()
+	ns := testenv.NATS(t)
+	ns.EnsureHooks(t)
+	startConsumer(t, db, ns, bs, consumer.Options{
+		Name: name, EventTypes: []string{"thing.done"}, Handler: h,
+		MaxDeliver: maxDeliver, Backoff: []time.Duration{20 * time.Millisecond},
+	})
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+}
+
 // ordersOptions is the demo consumer with a fast retry schedule.
 func ordersOptions(name string, maxDeliver int) consumer.Options {
 	return consumer.Options{
@@ -101,8 +115,6 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
-		ns.EnsureHooks(t)
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 			if calls.Add(1) <= 6 {
@@ -110,11 +122,7 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 			}
 			return nil
 		})
-		startConsumer(t, db, ns, bs, consumer.Options{
-			Name: "flaky", EventTypes: []string{"thing.done"}, Handler: h,
-			MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond},
-		})
-		ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+		startThingDone(t, db, bs, "flaky", 2, h)
 		testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
@@ -136,8 +144,6 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
-		ns.EnsureHooks(t)
 		var calls atomic.Int64
 		counted := make(chan int, 16) // failures counted when each call began
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
@@ -152,11 +158,7 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 			counted <- failures
 			return errors.New("ordinary failure")
 		})
-		startConsumer(t, db, ns, bs, consumer.Options{
-			Name: "budget", EventTypes: []string{"thing.done"}, Handler: h,
-			MaxDeliver: 3, Backoff: []time.Duration{20 * time.Millisecond},
-		})
-		ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+		startThingDone(t, db, bs, "budget", 3, h)
 		testenv.Eventually(t, 20*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
@@ -187,8 +189,6 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
-		ns.EnsureHooks(t)
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 			if calls.Add(1) <= 2 {
@@ -196,11 +196,7 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 			}
 			return nil
 		})
-		startConsumer(t, db, ns, bs, consumer.Options{
-			Name: "heal", EventTypes: []string{"thing.done"}, Handler: h,
-			MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
-		})
-		ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+		startThingDone(t, db, bs, "heal", 5, h)
 		testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
