@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,20 +17,6 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
-
-// testSeed is HOOKBRIDGE_TEST_SEED when set (to repeat a failing run),
-// else the clock; tests log it.
-func testSeed(t *testing.T) uint64 {
-	t.Helper()
-	if s := os.Getenv("HOOKBRIDGE_TEST_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HOOKBRIDGE_TEST_SEED: %v", err)
-		}
-		return n
-	}
-	return uint64(time.Now().UnixNano())
-}
 
 // batchGen makes random batches of account events: new accounts, charges
 // of accounts opened before, earlier in the batch, later in it or never,
@@ -209,7 +193,7 @@ func dumpTables(t *testing.T, db *testenv.Database) map[string]string {
 // located culprit and with savepoints all run.
 func TestSetwiseMatchesPerEventRandomized(t *testing.T) {
 	t.Parallel()
-	seed := testSeed(t)
+	seed := testenv.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED repeats it)", seed)
 	handlers := []struct {
 		name string
@@ -313,7 +297,7 @@ func settled(t *testing.T, ns *testenv.JetStream, name string) bool {
 // errors).
 func TestConsumerBatchSizesAgreeRandomized(t *testing.T) {
 	t.Parallel()
-	seed := testSeed(t)
+	seed := testenv.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED repeats it)", seed)
 	g := &batchGen{r: rand.New(rand.NewPCG(seed, 99)), inOrder: true}
 	evs := append(g.setup(10), g.batch(600)...)

@@ -5,31 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
-
-// seed is HOOKBRIDGE_TEST_SEED when set (to repeat a failing run), else
-// the clock; tests log it.
-func seed(t *testing.T) uint64 {
-	t.Helper()
-	if s := os.Getenv("HOOKBRIDGE_TEST_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("HOOKBRIDGE_TEST_SEED: %v", err)
-		}
-		return n
-	}
-	return uint64(time.Now().UnixNano())
-}
 
 func event(id, typ string, body []byte) consumer.Event {
 	return consumer.Event{Source: "demo", ID: id, Type: typ, Body: body}
@@ -218,7 +201,7 @@ func (g *gen) next() consumer.Event {
 // identical outbox rows, in the same order, on fresh databases.
 func TestSetWiseMatchesPerEvent(t *testing.T) {
 	t.Parallel()
-	s := seed(t)
+	s := testenv.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED)", s)
 	r := rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 	for round := range 6 {
