@@ -20,6 +20,23 @@ func factory(t *testing.T) loadgen.EnvFactory {
 	return loadgen.AppFactory(testenv.AdminURL(), app.Config{}, builtin.Handlers(), "error", io.Discard)
 }
 
+// startInstance makes an environment with settings and starts an instance
+// with roles in it; both stop when the test ends.
+func startInstance(t *testing.T, c context.Context, settings loadgen.ConsumerSettings, roles ...string) (loadgen.Env, *loadgen.Instance) {
+	t.Helper()
+	env, err := factory(t)(c, settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Close() })
+	inst, err := env.Start(c, roles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inst.Stop() })
+	return env, inst
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -65,16 +82,7 @@ func TestInProcessRunPassesTheCountCheck(t *testing.T) {
 func TestCountCheckFailsWhenItShould(t *testing.T) {
 	t.Parallel()
 	c := ctx(t)
-	env, err := factory(t)(c, loadgen.ConsumerSettings{BatchSize: 32})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
-	inst, err := env.Start(c, []string{"all"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = inst.Stop() })
+	env, inst := startInstance(t, c, loadgen.ConsumerSettings{BatchSize: 32}, "all")
 
 	const runID = "check-run"
 	res, err := loadgen.Load(c, loadgen.Options{URL: inst.URL, Secret: env.Secret(), DatabaseURL: env.DatabaseURL(),
@@ -136,16 +144,7 @@ func TestCountCheckFailsWhenItShould(t *testing.T) {
 func TestRejectedRunFailsTheCheck(t *testing.T) {
 	t.Parallel()
 	c := ctx(t)
-	env, err := factory(t)(c, loadgen.ConsumerSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
-	inst, err := env.Start(c, []string{"all"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = inst.Stop() })
+	env, inst := startInstance(t, c, loadgen.ConsumerSettings{}, "all")
 	res, err := loadgen.Load(c, loadgen.Options{URL: inst.URL, Secret: "whsec_d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldA==",
 		DatabaseURL: env.DatabaseURL(), Concurrency: 4, Total: 20, Check: true, ApplyIdleTimeout: time.Second})
 	if err != nil {

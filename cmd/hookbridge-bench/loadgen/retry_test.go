@@ -22,16 +22,7 @@ import (
 func TestRetrySendsTheSameBytes(t *testing.T) {
 	t.Parallel()
 	c := ctx(t)
-	env, err := factory(t)(c, loadgen.ConsumerSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Close() })
-	inst, err := env.Start(c, []string{"ingress"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = inst.Stop() })
+	env, inst := startInstance(t, c, loadgen.ConsumerSettings{}, "ingress")
 
 	type attempt struct {
 		body              []byte
