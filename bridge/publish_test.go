@@ -33,6 +33,23 @@ func serveOn(t testing.TB, js jetstream.JetStream, opts bridge.Options, sources 
 	return &ingress{h: h, clock: c, url: serveHTTP(t, h)}
 }
 
+// streamsLater serves sc's source on a JetStream that has no streams yet
+// and creates the ingress streams after delay, as when HOOKS comes back
+// after a leader election.
+func streamsLater(t *testing.T, sc scheme, opts bridge.Options, delay time.Duration) *ingress {
+	t.Helper()
+	js := testenv.NATS(t)
+	in := serveOn(t, js.JS, opts, sc.source(t))
+	in.js = js
+	go func() {
+		time.Sleep(delay)
+		if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{}); err != nil {
+			t.Errorf("create streams: %v", err)
+		}
+	}()
+	return in
+}
+
 // sendConcurrently posts n distinct signed deliveries at once and returns
 // the answers by status and the slowest answer's time.
 func sendConcurrently(t *testing.T, in *ingress, sc scheme, prefix string, n int) (map[int]int, time.Duration) {
@@ -68,17 +85,8 @@ func sendConcurrently(t *testing.T, in *ingress, sc scheme, prefix string, n int
 // once. (Before, each was 503 after the client's own 0.5 s of retries.)
 func TestPublishWaitsForTheStream(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t) // no streams yet
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 5 * time.Second}, sc.source(t))
-	in.js = js
-
-	go func() {
-		time.Sleep(1500 * time.Millisecond)
-		if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{}); err != nil {
-			t.Errorf("create streams: %v", err)
-		}
-	}()
+	in := streamsLater(t, sc, bridge.Options{PublishTimeout: 5 * time.Second}, 1500*time.Millisecond)
 	const n = 20
 	codes, slowest := sendConcurrently(t, in, sc, "late", n)
 	if codes[http.StatusAccepted] != n {

@@ -1,15 +1,12 @@
 package bridge_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestEmptyBodyDeadlineDoesNotCutThePublishShort: the read deadline that
@@ -25,17 +22,8 @@ import (
 // PublishTimeout: it must be stored and answered 202, not 503 after ~4 s.
 func TestEmptyBodyDeadlineDoesNotCutThePublishShort(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t) // no streams yet
 	sc := schemeNamed(t, verify.SchemeShopify)
-	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 8 * time.Second}, sc.source(t))
-	in.js = js
-
-	go func() {
-		time.Sleep(5 * time.Second)
-		if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{}); err != nil {
-			t.Errorf("create streams: %v", err)
-		}
-	}()
+	in := streamsLater(t, sc, bridge.Options{PublishTimeout: 8 * time.Second}, 5*time.Second)
 	h, _, _ := sc.sample("late-1")
 	body := []byte{}
 	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)
