@@ -28,22 +28,29 @@ import (
 // by default, with the ingress streams created.
 func benchJetStream(b *testing.B) jetstream.JetStream {
 	b.Helper()
-	ns, err := embedded.Start(embedded.Options{StoreDir: b.TempDir()})
+	return inProcessJetStream(b, 0)
+}
+
+// inProcessJetStream is benchJetStream's server with maxPayload as its
+// largest message (0: the embedded default).
+func inProcessJetStream(t testing.TB, maxPayload int64) jetstream.JetStream {
+	t.Helper()
+	ns, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), MaxPayload: maxPayload})
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	nc, err := embedded.Connect(ns)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	b.Cleanup(nc.Close)
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := stream.EnsureIngress(context.Background(), js, stream.Options{}); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	return js
 }

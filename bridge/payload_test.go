@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
@@ -89,23 +86,7 @@ func TestBodyAtMaxBodyBytesIsStored(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			ns, err := embedded.Start(embedded.Options{StoreDir: t.TempDir(), MaxPayload: c.maxPayload})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-			nc, err := embedded.Connect(ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(nc.Close)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := stream.EnsureIngress(context.Background(), js, stream.Options{}); err != nil {
-				t.Fatal(err)
-			}
+			js := inProcessJetStream(t, c.maxPayload)
 			v, err := verify.NewStandardWebhooks([]string{secret}, 0)
 			if err != nil {
 				t.Fatal(err)
