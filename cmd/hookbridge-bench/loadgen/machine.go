@@ -82,13 +82,23 @@ func WaitQuiet(ctx context.Context, threshold float64, maxWait time.Duration) (f
 // procCPU is the user + system CPU time of process pid (0 when
 // unreadable).
 func procCPU(pid int) time.Duration {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0
-	}
-	st, err := p.Stat()
-	if err != nil {
+	st, ok := procStat(pid)
+	if !ok {
 		return 0
 	}
 	return time.Duration(st.CPUTime() * float64(time.Second))
+}
+
+// procStat reads /proc/<pid>/stat; ok is false when it cannot be read
+// (the process gone, or no procfs).
+func procStat(pid int) (st procfs.ProcStat, ok bool) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return procfs.ProcStat{}, false
+	}
+	st, err = p.Stat()
+	if err != nil {
+		return procfs.ProcStat{}, false
+	}
+	return st, true
 }

@@ -4,8 +4,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/prometheus/procfs"
 )
 
 // RSS is the resident set size of a process sampled over a run, in KiB.
@@ -26,12 +24,8 @@ func ReadRSS() int64 { return ReadPIDRSS(os.Getpid()) }
 // ReadPIDRSS returns the resident set of process pid in KiB (0 when
 // unavailable).
 func ReadPIDRSS(pid int) int64 {
-	p, err := procfs.NewProc(pid)
-	if err != nil {
-		return 0
-	}
-	st, err := p.Stat()
-	if err != nil {
+	st, ok := procStat(pid)
+	if !ok {
 		return 0
 	}
 	return int64(st.ResidentMemory()) / 1024
