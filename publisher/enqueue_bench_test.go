@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -26,36 +27,22 @@ func BenchmarkEnqueue(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			db := testenv.Postgres(b)
 			ctx := context.Background()
-			var tx pgx.Tx
-			commit := func() {
-				if tx != nil {
-					if err := tx.Commit(ctx); err != nil {
-						b.Fatal(err)
-					}
-					tx = nil
-				}
-			}
+			tx := &lazyTx{pool: db.Pool}
 			n := 0
 			for b.Loop() {
-				if tx == nil {
-					var err error
-					if tx, err = db.Pool.Begin(ctx); err != nil {
-						b.Fatal(err)
-					}
-				}
 				m := publisher.Message{ID: fmt.Sprintf("bench-%s-%d", name, n), Subject: "events.orders.created", Payload: payload}
 				if keyed {
 					m.OrderingKey = fmt.Sprintf("o-%d", n)
 				}
-				if err := publisher.Enqueue(ctx, tx, m); err != nil {
+				if err := publisher.Enqueue(ctx, tx.get(b, ctx), m); err != nil {
 					b.Fatal(err)
 				}
 				n++
 				if n%64 == 0 {
-					commit()
+					tx.commit(b, ctx)
 				}
 			}
-			commit()
+			tx.commit(b, ctx)
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
@@ -94,37 +81,23 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 			b.Run(fmt.Sprintf("n=%d/%s", n, w.name), func(b *testing.B) {
 				db := testenv.Postgres(b)
 				ctx := context.Background()
-				var tx pgx.Tx
-				commit := func() {
-					if tx != nil {
-						if err := tx.Commit(ctx); err != nil {
-							b.Fatal(err)
-						}
-						tx = nil
-					}
-				}
+				tx := &lazyTx{pool: db.Pool}
 				msgs := make([]publisher.Message, n)
 				rows := 0
 				for b.Loop() {
-					if tx == nil {
-						var err error
-						if tx, err = db.Pool.Begin(ctx); err != nil {
-							b.Fatal(err)
-						}
-					}
 					for i := range msgs {
 						msgs[i] = publisher.Message{ID: fmt.Sprintf("bench-%d", rows), Subject: "events.orders.created",
 							Payload: payload, OrderingKey: fmt.Sprintf("o-%d", rows)}
 						rows++
 					}
-					if err := w.fn(ctx, tx, msgs); err != nil {
+					if err := w.fn(ctx, tx.get(b, ctx), msgs); err != nil {
 						b.Fatal(err)
 					}
 					if rows%256 < n {
-						commit()
+						tx.commit(b, ctx)
 					}
 				}
-				commit()
+				tx.commit(b, ctx)
 				b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(rows), "µs/row")
 				if got := db.Count(b, `SELECT count(*) FROM hookbridge.outbox`); got != rows {
@@ -168,4 +141,31 @@ func copyEnqueue(ctx context.Context, tx pgx.Tx, msgs []publisher.Message) error
 		return fmt.Errorf("copy: inserted %d of %d", len(got), len(msgs))
 	}
 	return nil
+}
+
+// lazyTx is a transaction begun on first use and committed on demand, so
+// that a benchmark keeps rows in open transactions and commits every so
+// many.
+type lazyTx struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx
+}
+
+func (l *lazyTx) get(b *testing.B, ctx context.Context) pgx.Tx {
+	if l.tx == nil {
+		var err error
+		if l.tx, err = l.pool.Begin(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return l.tx
+}
+
+func (l *lazyTx) commit(b *testing.B, ctx context.Context) {
+	if l.tx != nil {
+		if err := l.tx.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+		l.tx = nil
+	}
 }
