@@ -3,7 +3,6 @@ package loadgen_test
 import (
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,17 +37,8 @@ func TestExternalModesSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Failures) > 0 {
-		t.Fatalf("failures: %v", res.Failures)
-	}
-	var out strings.Builder
-	res.Print(&out)
-	for _, want := range []string{"floor HTTP→publish (own nats-server)", "hookbridge CPU per event", "postgres CPU per event",
-		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
+	requireSuiteOutput(t, res, "floor HTTP→publish (own nats-server)", "hookbridge CPU per event", "postgres CPU per event",
+		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits")
 
 	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, NATSExe: natsExe, AdminURL: testenv.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
 	if err != nil {

@@ -37,6 +37,22 @@ func startInstance(t *testing.T, c context.Context, settings loadgen.ConsumerSet
 	return env, inst
 }
 
+// requireSuiteOutput fails the test unless the run recorded no failures
+// and its printed report holds every line in want.
+func requireSuiteOutput(t *testing.T, res *loadgen.SuiteResult, want ...string) {
+	t.Helper()
+	if len(res.Failures) > 0 {
+		t.Fatalf("failures: %v", res.Failures)
+	}
+	var out strings.Builder
+	res.Print(&out)
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -217,16 +233,7 @@ func TestSuiteSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Failures) > 0 {
-		t.Fatalf("failures: %v", res.Failures)
-	}
-	var out strings.Builder
-	res.Print(&out)
-	for _, want := range []string{"floor HTTP→publish", "consumer drain batch=8", "e2e p99 @ 50% of max", "hookbridge ingress (verify on) / floor HTTP→publish"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("suite output lacks %q:\n%s", want, out.String())
-		}
-	}
+	requireSuiteOutput(t, res, "floor HTTP→publish", "consumer drain batch=8", "e2e p99 @ 50% of max", "hookbridge ingress (verify on) / floor HTTP→publish")
 }
 
 func TestMedianAndPercentiles(t *testing.T) {
