@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // Publishing rides out the moments JetStream cannot answer: a stream
@@ -150,29 +151,9 @@ func retryable(err error) bool {
 
 // refusalStreamFull is the refusal of a stream at its max_bytes or
 // max_msgs limit.
-const refusalStreamFull = "stream full"
+const refusalStreamFull = stream.RefusalStreamFull
 
-// storageRefusal names why JetStream refused to store a message for lack
-// of room ("stream full", "insufficient resources"), or returns "" for
-// any other error. Such a refusal does not change within a request's
-// budget: it is answered at once, and PublishHealth reports it.
-func storageRefusal(err error) string {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		return ""
-	}
-	desc := strings.ToLower(api.Description)
-	switch {
-	case strings.Contains(desc, "maximum bytes exceeded"),
-		strings.Contains(desc, "maximum messages exceeded"),
-		strings.Contains(desc, "maximum messages per subject exceeded"):
-		return refusalStreamFull
-	case api.ErrorCode == 10023, // insufficient resources
-		api.ErrorCode == 10047, // insufficient storage resources available
-		api.ErrorCode == 10028, // insufficient memory resources available
-		strings.Contains(desc, "insufficient"),
-		strings.Contains(desc, "no space left"):
-		return "insufficient resources"
-	}
-	return ""
-}
+// storageRefusal is [stream.StorageRefusal]: such a refusal does not
+// change within a request's budget, so it is answered at once, and
+// PublishHealth reports it.
+func storageRefusal(err error) string { return stream.StorageRefusal(err) }

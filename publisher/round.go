@@ -62,6 +62,10 @@ type failure struct {
 	err       error
 	permanent bool // can never succeed: the row goes dead now
 	ambiguous bool // the message may have been stored
+	// full: EVENTS (or the server's store) refused for lack of room. The
+	// row is retried with backoff but the attempt is not counted toward
+	// MaxAttempts: a full broker must not turn pending rows dead.
+	full bool
 }
 
 // outcome is what publishing a batch produced.
@@ -384,6 +388,9 @@ func classify(o *outRow, err error) *failure {
 	f := &failure{row: o, err: err}
 	var apiErr *jetstream.APIError
 	switch {
+	case stream.StorageRefusal(err) != "":
+		// Refused for lack of room: not stored, and not the row's fault.
+		f.full = true
 	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject),
 		errors.Is(err, nats.ErrHeadersNotSupported):
 		f.permanent = true
@@ -411,14 +418,16 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 	}
 	if len(out.fails) > 0 {
 		n := len(out.fails)
-		ids, msgs, delays, perm := make([]int64, n), make([]string, n), make([]int64, n), make([]bool, n)
+		ids, msgs, delays := make([]int64, n), make([]string, n), make([]int64, n)
+		perm, counted := make([]bool, n), make([]bool, n)
 		for i, f := range out.fails {
 			ids[i] = f.row.id
 			msgs[i] = shortError(f.err)
 			delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
 			perm[i] = f.permanent
+			counted[i] = !f.full
 		}
-		store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, r.opts.MaxAttempts)
+		store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, counted, r.opts.MaxAttempts)
 	}
 	if len(deferred) > 0 {
 		ids, blockers := make([]int64, len(deferred)), make([]int64, len(deferred))
@@ -457,7 +466,7 @@ func (r *Relay) logOutcome(ctx context.Context, out outcome) {
 			r.log.WarnContext(ctx, "outbox publish failures (more not logged)", "failed", len(out.fails))
 			break
 		}
-		dead := f.permanent || f.row.attempts+1 >= r.opts.MaxAttempts
+		dead := f.permanent || (!f.full && f.row.attempts+1 >= r.opts.MaxAttempts)
 		lvl := "outbox publish failed, will retry"
 		if dead {
 			lvl = "outbox row is dead"

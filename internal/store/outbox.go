@@ -171,8 +171,12 @@ func QueueOutboxMarkSent(b *pgx.Batch, ids, seqs []int64) {
 // QueueOutboxMarkFailed queues recording a failed attempt of rows ids:
 // last_error, the next attempt delayUs microseconds from now, and status
 // dead when permanent or when the attempt reaches maxAttempts.
-func QueueOutboxMarkFailed(b *pgx.Batch, ids []int64, errs []string, delayUs []int64, permanent []bool, maxAttempts int) {
-	b.Queue(sqlOutboxMarkFailed, ids, errs, delayUs, permanent, maxAttempts)
+//
+// counted[i] false records the error and the delay without counting an
+// attempt toward maxAttempts: the broker refused for lack of room, which
+// is not the row's fault.
+func QueueOutboxMarkFailed(b *pgx.Batch, ids []int64, errs []string, delayUs []int64, permanent, counted []bool, maxAttempts int) {
+	b.Queue(sqlOutboxMarkFailed, ids, errs, delayUs, permanent, maxAttempts, counted)
 }
 
 // QueueOutboxDefer queues moving each row ids[i] to its blockers[i]'s next
