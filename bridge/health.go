@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,16 +26,23 @@ type publishHealth struct {
 	size      int // bytes of the refused message, data and headers
 	lastProbe time.Time
 	probing   bool
+	// red mirrors !refusedAt.IsZero() for the hot path: every stored
+	// publish calls noteStored, and without it each would take mu.
+	red atomic.Bool
 }
 
 // noteStored records a publish stored in streamName: a refusal by that
 // stream is over.
 func (h *Handler) noteStored(streamName string) {
 	p := &h.health
+	if !p.red.Load() {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.refusedAt.IsZero() && p.stream == streamName {
 		p.refusedAt = time.Time{}
+		p.red.Store(false)
 	}
 }
 
@@ -44,6 +52,7 @@ func (h *Handler) noteRefused(streamName, cause string, size int, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refusedAt, p.stream, p.cause, p.size, p.err = time.Now(), streamName, cause, size, err
+	p.red.Store(true)
 }
 
 // PublishHealth returns an error while JetStream refuses to store
@@ -72,6 +81,7 @@ func (h *Handler) PublishHealth() error {
 	if p.cause != refusalStreamFull {
 		if age >= h.opts.HealthHold {
 			p.refusedAt = time.Time{}
+			p.red.Store(false)
 			p.mu.Unlock()
 			return nil
 		}
@@ -93,6 +103,7 @@ func (h *Handler) PublishHealth() error {
 	p.probing = false
 	if room && p.refusedAt.Equal(since) {
 		p.refusedAt = time.Time{}
+		p.red.Store(false)
 		return nil
 	}
 	if p.refusedAt.IsZero() {
