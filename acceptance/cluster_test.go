@@ -104,21 +104,33 @@ func (c *natsCluster) connect(t *testing.T, first int) (*nats.Conn, jetstream.Je
 	return nc, js
 }
 
-// outcomeCounter is a consumer.Observer that counts outcomes.
+// outcomeCounter is a consumer.Tracer that counts outcomes.
 type outcomeCounter struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (o *outcomeCounter) ObserveBatch(string, int, time.Duration) {}
-func (o *outcomeCounter) ObserveOutcome(_, outcome string) {
+func (o *outcomeCounter) TraceApplyStart(ctx context.Context, _ consumer.TraceApplyStartData) context.Context {
+	return ctx
+}
+
+func (o *outcomeCounter) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEndData) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n == nil {
 		o.n = map[string]int{}
 	}
-	o.n[outcome]++
+	for _, out := range d.Outcomes {
+		o.n[out.String()]++
+	}
 }
+
+func (o *outcomeCounter) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+	return ctx
+}
+
+func (o *outcomeCounter) TraceDeadLetterEnd(context.Context, consumer.TraceDeadLetterEndData) {}
+
 func (o *outcomeCounter) get(outcome string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -169,7 +181,7 @@ func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, c *nat
 		AckWait:    2 * time.Second,
 		Backoff:    []time.Duration{100 * time.Millisecond},
 		Logger:     quietLogger(),
-		Observer:   outcomes,
+		Tracer:     outcomes,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,10 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -164,60 +161,3 @@ func (s *Server) consumerChecks() []check {
 
 // markMigrated records that the database roles have migrated.
 func (s *Server) markMigrated() { s.tel.migrated.Store(true) }
-
-// ingressObserver counts each answered request and annotates its
-// receive span.
-func (s *Server) ingressObserver() bridge.Observer { return ingressObserver{s.tel.metrics} }
-
-type ingressObserver struct{ m *metrics.Registry }
-
-func (o ingressObserver) ObserveRequest(ctx context.Context, ob bridge.Observation) {
-	source := ob.Source
-	if !ob.Known {
-		source = metrics.UnknownSource
-	}
-	o.m.IngressRequest(source, ob.Status, ob.VerifyReason())
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		attrs := []attribute.KeyValue{
-			attribute.String("hookbridge.source", source),
-			attribute.String("hookbridge.outcome", ob.Outcome),
-		}
-		if ob.EventID != "" {
-			attrs = append(attrs, attribute.String("hookbridge.event_id", ob.EventID))
-		}
-		if ob.Reason != "" {
-			attrs = append(attrs, attribute.String("hookbridge.reason", ob.Reason))
-		}
-		span.SetAttributes(attrs...)
-	}
-}
-
-// consumerObserver counts outcomes, batch sizes and apply durations.
-func (s *Server) consumerObserver() consumerObserver { return consumerObserver{s.tel.metrics} }
-
-type consumerObserver struct{ m *metrics.Registry }
-
-func (o consumerObserver) ObserveBatch(consumer string, size int, elapsed time.Duration) {
-	o.m.ConsumerBatch(consumer, size, elapsed)
-}
-
-func (o consumerObserver) ObserveOutcome(consumer, outcome string) {
-	o.m.ConsumerEvent(consumer, outcome)
-}
-
-// relayObserver records relay publish latency and rows, and the relay
-// publish spans.
-func (s *Server) relayObserver() publisher.Observer { return relayObserver{s} }
-
-type relayObserver struct{ s *Server }
-
-func (o relayObserver) ObservePublish(start time.Time, elapsed time.Duration, rows []publisher.PublishedRow) {
-	sent := 0
-	for _, r := range rows {
-		if r.Err == nil {
-			sent++
-		}
-	}
-	o.s.tel.metrics.RelayBatch(sent, len(rows)-sent, elapsed)
-	o.s.relaySpans(start, elapsed, rows)
-}

@@ -352,7 +352,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 			Retention:    s.cfg.Relay.Retention,
 			Stream:       s.streamOptions(),
 			Logger:       s.log,
-			Observer:     s.relayObserver(),
+			Tracer:       s.tracer(),
 		})
 		s.goRole(group, "relay", relay.Run)
 	}
@@ -438,8 +438,8 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 		}
 		sources = append(sources, src)
 	}
-	return bridge.New(s.ingressJS(), bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
-		Observer: s.ingressObserver()})
+	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
+		Tracer: s.tracer()})
 }
 
 // poolSize is the Postgres pool's size when the URL sets none
@@ -469,7 +469,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Name:           cc.Name,
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),
-			Handler:        s.traceApply(cc.Name, s.handlers[cc.Handler].New(cc.Name)),
+			Handler:        s.handlers[cc.Handler].New(cc.Name),
 			Concurrency:    cc.Concurrency,
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,
@@ -479,7 +479,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			HandlerTimeout: cc.HandlerTimeout,
 			Backoff:        cc.Backoff,
 			Logger:         s.log,
-			Observer:       s.consumerObserver(),
+			Tracer:         s.tracer(),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)

@@ -39,20 +39,16 @@ func (b *batchCalls) HandleBatch(_ context.Context, _ pgx.Tx, evs []consumer.Eve
 	return nil
 }
 
-// TestTracedBatchHandlerKeepsHandleBatch: with tracing on, a BatchHandler
-// is still applied set-wise (HandleBatch, one apply span per call with its
-// event count), not event by event; a plain handler stays a plain one.
-func TestTracedBatchHandlerKeepsHandleBatch(t *testing.T) {
+// TestTracingKeepsTheSetWisePath: with the OpenTelemetry tracer on, a
+// BatchHandler is still applied set-wise (HandleBatch, one apply span per
+// batch with its event count), not event by event. (Tracing used to wrap
+// the handler; it is a consumer.Tracer now, and the handler is untouched.)
+func TestTracingKeepsTheSetWisePath(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tracer := tp.Tracer("test")
-
-	plain := tracedHandler(tracer, "plain", consumer.HandlerFunc(func(context.Context, pgx.Tx, consumer.Event) error { return nil }))
-	if _, ok := plain.(consumer.BatchHandler); ok {
-		t.Fatal("a traced plain handler claims HandleBatch")
-	}
 
 	db := testenv.Postgres(t)
 	ns := testenv.NATS(t)
@@ -62,12 +58,8 @@ func TestTracedBatchHandlerKeepsHandleBatch(t *testing.T) {
 		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
 	}
 	inner := &batchCalls{}
-	h := tracedHandler(tracer, "traced", inner)
-	if _, ok := h.(consumer.BatchHandler); !ok {
-		t.Fatal("the traced handler hides HandleBatch")
-	}
 	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "traced", EventTypes: []string{"thing.done"},
-		Handler: h, Concurrency: 1, BatchWait: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Handler: inner, Tracer: &otelTracer{tracer: tracer}, Concurrency: 1, BatchWait: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

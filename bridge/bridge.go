@@ -88,9 +88,9 @@ type Options struct {
 	// publish refused for insufficient storage, a refusal no probe can
 	// see end (default [DefaultHealthHold]).
 	HealthHold time.Duration
-	// Observer, when set, is told each request's outcome (metrics,
-	// tracing); see observe.go.
-	Observer Observer
+	// Tracer, when set, observes each request and each publish
+	// (metrics, tracing); see observe.go.
+	Tracer Tracer
 }
 
 // HeaderHeadroom is the room NATS's max_payload must leave beyond
@@ -224,9 +224,10 @@ type Response struct {
 // ServeHTTP implements http.Handler. Mount it at [Pattern].
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	r = h.traceReceiveStart(r)
 	res := h.serve(w, r)
 	h.logRequest(r.Context(), res, start)
-	h.observe(r, res, start)
+	h.traceReceiveEnd(r, res, start)
 }
 
 // reasonOverloaded is the reason of a request refused by MaxInFlight.
@@ -251,7 +252,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return result{source: name, code: code, body: body, reason: reason}
 	}
 	fail := func(code int, reason string) result {
-		return reply(code, Response{Status: "error", Error: reason}, reason)
+		return reply(code, Response{Status: StatusError, Error: reason}, reason)
 	}
 
 	if r.Method != http.MethodPost {
@@ -299,7 +300,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		}
 		if answer != nil {
 			writeChallenge(w, answer)
-			return result{source: name, code: http.StatusOK, body: Response{Status: "challenge"}, reason: "challenge"}
+			return result{source: name, code: http.StatusOK, body: Response{Status: StatusChallenge}, reason: "challenge"}
 		}
 	}
 	media := mediaType(r.Header)
@@ -330,7 +331,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return res
 	}
 	if !ack.Duplicate {
-		return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
+		return reply(http.StatusAccepted, Response{Status: StatusAccepted, EventID: id, Seq: ack.Sequence}, "")
 	}
 
 	// JetStream dropped the publish as a repeat of the message at
@@ -357,16 +358,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		if attempts > 1 {
 			// An earlier attempt of this very request was stored and its
 			// ack lost (say, to a leader change): it is this delivery.
-			return reply(http.StatusAccepted, Response{Status: "accepted", EventID: id, Seq: ack.Sequence}, "")
+			return reply(http.StatusAccepted, Response{Status: StatusAccepted, EventID: id, Seq: ack.Sequence}, "")
 		}
-		return reply(http.StatusOK, Response{Status: "duplicate", EventID: id, Seq: ack.Sequence}, "")
+		return reply(http.StatusOK, Response{Status: StatusDuplicate, EventID: id, Seq: ack.Sequence}, "")
 	}
 	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {
 		res := fail(http.StatusServiceUnavailable, "broker unavailable")
 		res.err = fmt.Errorf("record conflict: %w", err)
 		return res
 	}
-	return reply(http.StatusConflict, Response{Status: "conflict", EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
+	return reply(http.StatusConflict, Response{Status: StatusConflict, EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
 }
 
 // identify extracts and validates the event id and type. media is the

@@ -48,6 +48,35 @@ func (h *Handler) attemptTimeout() time.Duration {
 // It reports how many attempts were made: an ack marked duplicate after
 // more than one may be the first attempt's own message.
 func (h *Handler) publish(ctx context.Context, msg *nats.Msg, streamName, msgID string) (*jetstream.PubAck, int, error) {
+	t := h.opts.Tracer
+	if t == nil {
+		return h.publishRetrying(ctx, msg, streamName, msgID)
+	}
+	if msg.Header == nil {
+		msg.Header = nats.Header{}
+	}
+	start := time.Now()
+	ctx = t.TracePublishStart(ctx, TracePublishStartData{
+		Stream: streamName, Subject: msg.Subject,
+		Source: msg.Header.Get(stream.HeaderSource), EventID: msg.Header.Get(stream.HeaderEventID),
+		Header: msg.Header,
+	})
+	ack, attempts, err := h.publishRetrying(ctx, msg, streamName, msgID)
+	end := TracePublishEndData{Stream: streamName, Result: PublishStored, Attempts: attempts, Err: err, Duration: time.Since(start)}
+	switch {
+	case err != nil:
+		end.Result = PublishError
+	case ack.Duplicate:
+		end.Result, end.Seq = PublishDuplicate, ack.Sequence
+	default:
+		end.Seq = ack.Sequence
+	}
+	t.TracePublishEnd(ctx, end)
+	return ack, attempts, err
+}
+
+// publishRetrying is publish without the tracer.
+func (h *Handler) publishRetrying(ctx context.Context, msg *nats.Msg, streamName, msgID string) (*jetstream.PubAck, int, error) {
 	deadline := time.Now().Add(h.opts.PublishTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d // the request's budget, part of which is spent

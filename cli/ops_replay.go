@@ -111,8 +111,8 @@ func (c *ReplayCmd) options(cfg app.Config, handlers app.Handlers, now time.Time
 	}, nil
 }
 
-func applied(outcome string) bool {
-	return outcome == consumer.Processed.String() || outcome == consumer.Duplicate.String()
+func applied(outcome consumer.Outcome) bool {
+	return outcome == consumer.Processed || outcome == consumer.Duplicate
 }
 
 func (c *ReplayCmd) print(w io.Writer, out replayOutput) error {
@@ -122,7 +122,7 @@ func (c *ReplayCmd) print(w io.Writer, out replayOutput) error {
 	if len(out.Items) > 0 {
 		t := newTable(w, "SEQ", "TIME", "SOURCE", "EVENT ID", "TYPE", "OUTCOME", "ERROR")
 		for _, it := range out.Items {
-			t.row(fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome, clip(it.Error, 80))
+			t.row(fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome.String(), clip(it.Error, 80))
 		}
 		if err := t.flush(); err != nil {
 			return err

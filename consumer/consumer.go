@@ -63,9 +63,9 @@ type Options struct {
 	Backoff []time.Duration
 
 	Logger *slog.Logger
-	// Observer, when set, is told each batch and each message's outcome
-	// (metrics); see observe.go.
-	Observer Observer
+	// Tracer, when set, observes each applied batch and each dead letter
+	// (metrics, tracing); see observe.go.
+	Tracer Tracer
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -235,9 +235,10 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	// dead-letter row) gets its own time, or an event that ran out of time
 	// could never be dead-lettered.
 	start := time.Now()
-	results := c.apply.apply(ctx, evs)
+	tctx := c.traceApplyStart(ctx, evs)
+	results := c.apply.apply(tctx, evs)
 	elapsed := time.Since(start)
-	c.observeBatch(len(evs), elapsed)
+	c.traceApplyEnd(tctx, results, elapsed)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
@@ -256,7 +257,6 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		default:
 			actions[i] = c.onFailure(ctx, ev, res.Err, attrs)
 		}
-		c.observeOutcome(res.Outcome.String())
 	}
 	return actions
 }

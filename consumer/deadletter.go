@@ -120,6 +120,9 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 		"err", ShortError(cause.Error())}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	if t := c.opts.Tracer; t != nil {
+		ctx = t.TraceDeadLetterStart(ctx, TraceDeadLetterStartData{Consumer: c.opts.Name, Event: ev, Reason: reason})
+	}
 	err := RecordDeadLetter(ctx, c.pool, DeadLetter{
 		Consumer:   c.opts.Name,
 		Source:     ev.Source,
@@ -132,6 +135,9 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 		LastError:  cause.Error(),
 		Body:       ev.Body,
 	})
+	if t := c.opts.Tracer; t != nil {
+		t.TraceDeadLetterEnd(ctx, TraceDeadLetterEndData{Consumer: c.opts.Name, Err: err})
+	}
 	if err != nil {
 		if IsTransient(err) {
 			c.gate.close()
@@ -142,6 +148,5 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 		return retry
 	}
 	c.opts.Logger.Error("event dead-lettered", attrs...)
-	c.observeOutcome(OutcomeDeadLettered)
 	return action{kind: term}
 }

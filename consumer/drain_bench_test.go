@@ -20,18 +20,29 @@ import (
 	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
-// outcomeCount is an Observer that counts acked outcomes.
+// outcomeCount is a Tracer that counts acked outcomes.
 type outcomeCount struct {
 	applied atomic.Int64
 	batches atomic.Int64
 }
 
-func (o *outcomeCount) ObserveBatch(string, int, time.Duration) { o.batches.Add(1) }
-func (o *outcomeCount) ObserveOutcome(_, outcome string) {
-	if outcome != consumer.Failed.String() {
-		o.applied.Add(1)
+func (o *outcomeCount) TraceApplyStart(ctx context.Context, _ consumer.TraceApplyStartData) context.Context {
+	return ctx
+}
+
+func (o *outcomeCount) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEndData) {
+	o.batches.Add(1)
+	for _, out := range d.Outcomes {
+		if out != consumer.Failed {
+			o.applied.Add(1)
+		}
 	}
 }
+
+func (o *outcomeCount) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+	return ctx
+}
+func (o *outcomeCount) TraceDeadLetterEnd(context.Context, consumer.TraceDeadLetterEndData) {}
 
 // envInts reads a comma-separated list of integers from the environment,
 // or returns def.
@@ -101,7 +112,7 @@ func benchDrain(b *testing.B, opts consumer.Options) {
 	waitAcks(b, pending)
 
 	obs := &outcomeCount{}
-	opts.Name, opts.EventTypes, opts.Handler, opts.Observer = "accounts", accountTypes, accountsBatchHandler(), obs
+	opts.Name, opts.EventTypes, opts.Handler, opts.Tracer = "accounts", accountTypes, accountsBatchHandler(), obs
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := consumer.New(db.Pool, ns.JS, opts)
 	if err != nil {

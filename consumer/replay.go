@@ -16,21 +16,6 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// Replay outcomes reported per message, beyond [Outcome]'s.
-const (
-	// ReplayNew: --dry-run only, the inbox has no row; applying would
-	// process the event.
-	ReplayNew = "new"
-	// ReplayMissing: a dead letter whose message has left the stream
-	// (max_age or max_bytes); it cannot be replayed.
-	ReplayMissing = "missing"
-	// ReplayMismatch: the dead letter's stream sequence now holds another
-	// event (the stream was recreated); it is left alone.
-	ReplayMismatch = "mismatch"
-	// ReplayUnusable: the message has no identity and can never apply.
-	ReplayUnusable = "unusable"
-)
-
 // ReplayOptions select the messages [Replay] re-delivers to a consumer.
 // The selectors combine: every given one must match.
 type ReplayOptions struct {
@@ -69,7 +54,7 @@ type ReplayItem struct {
 	Source   string    `json:"source"`
 	EventID  string    `json:"event_id"`
 	Type     string    `json:"type"`
-	Outcome  string    `json:"outcome"`
+	Outcome  Outcome   `json:"outcome"`
 	Error    string    `json:"error,omitempty"`
 	Resolved bool      `json:"resolved,omitempty"` // a dead letter was marked resolved
 }
@@ -93,11 +78,11 @@ type ReplaySummary struct {
 func (s *ReplaySummary) add(it ReplayItem) {
 	s.Selected++
 	switch it.Outcome {
-	case Processed.String():
+	case Processed:
 		s.Processed++
-	case Duplicate.String():
+	case Duplicate:
 		s.Duplicate++
-	case Conflict.String():
+	case Conflict:
 		s.Conflict++
 	case ReplayNew:
 		s.New++
@@ -344,7 +329,7 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
 		it.Outcome = out
 		if err != nil {
-			it.Outcome, it.Error = Failed.String(), ShortError(err.Error())
+			it.Outcome, it.Error = Failed, ShortError(err.Error())
 		}
 	default:
 		r.apply(ctx, ev, &it)
@@ -354,7 +339,7 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 
 func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
 	out, err := r.applyWithRetry(ctx, ev)
-	it.Outcome = out.String()
+	it.Outcome = out
 	if err != nil {
 		it.Error = ShortError(err.Error())
 		if r.unresolved[ev.StreamSeq] {
@@ -407,16 +392,16 @@ func (r *replayer) report(it ReplayItem) {
 }
 
 // peekInbox tells what applying ev would do, reading the inbox only.
-func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event) (string, error) {
+func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event) (Outcome, error) {
 	stored, err := store.InboxGetHash(ctx, pool, consumer, ev.Source, ev.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ReplayNew, nil
 	case err != nil:
-		return "", fmt.Errorf("read inbox %s/%s: %w", ev.Source, ev.ID, err)
+		return Failed, fmt.Errorf("read inbox %s/%s: %w", ev.Source, ev.ID, err)
 	case string(stored) == string(ev.BodySHA256[:]):
-		return Duplicate.String(), nil
+		return Duplicate, nil
 	default:
-		return Conflict.String(), nil
+		return Conflict, nil
 	}
 }

@@ -213,7 +213,7 @@ func TestReplayDryRunReportsWithoutApplying(t *testing.T) {
 
 	before := tableCounts(t, db)
 	outcomes := map[uint64]string{}
-	dry := replay(t, db, ns, consumer.ReplayOptions{DryRun: true, Report: func(it consumer.ReplayItem) { outcomes[it.Seq] = it.Outcome }})
+	dry := replay(t, db, ns, consumer.ReplayOptions{DryRun: true, Report: func(it consumer.ReplayItem) { outcomes[it.Seq] = it.Outcome.String() }})
 	if dry.Selected != 3 || dry.New != 1 || dry.Duplicate != 1 || dry.Conflict != 1 || dry.Processed != 0 {
 		t.Fatalf("dry run summary = %+v, want 1 new, 1 duplicate, 1 conflict", dry)
 	}

@@ -2,53 +2,75 @@ package publisher
 
 import (
 	"context"
-	"encoding/json"
 	"maps"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
-// Observer is told what the relay publishes (metrics, tracing). It is
-// called on the relay's goroutine once per batch, after the PubAcks were
-// awaited and before the outcome is committed; it must be quick.
-type Observer interface {
-	ObservePublish(start time.Time, elapsed time.Duration, rows []PublishedRow)
+// Tracer observes the relay, in the manner of pgx's tracers: each Start
+// method returns the context the step goes on with, and the matching End
+// method is called with that context when the step is over. Metrics and
+// OpenTelemetry are two implementations; hookbridge's app package wires
+// both. Methods are called on the relay's goroutine and must be quick.
+type Tracer interface {
+	// TraceRelayStart is called before a batch of claimed rows is
+	// published.
+	TraceRelayStart(ctx context.Context, data TraceRelayStartData) context.Context
+	// TraceRelayEnd is called once every row of the batch was
+	// acknowledged, refused or timed out, before the outcome is committed.
+	TraceRelayEnd(ctx context.Context, data TraceRelayEndData)
+	// TraceRelayPublishStart is called as one row is sent. ctx is the
+	// batch's.
+	TraceRelayPublishStart(ctx context.Context, data TraceRelayPublishStartData) context.Context
+	// TraceRelayPublishEnd is called when the row's PubAck (or failure)
+	// is in.
+	TraceRelayPublishEnd(ctx context.Context, data TraceRelayPublishEndData)
 }
 
-// PublishedRow is one outbox row the relay tried to publish.
-type PublishedRow struct {
+// TraceRelayStartData is a batch about to be published.
+type TraceRelayStartData struct {
+	Rows int // rows claimed for the batch
+}
+
+// TraceRelayEndData is a published batch.
+type TraceRelayEndData struct {
+	Sent, Failed int
+	// Duration is from the first send to the last PubAck.
+	Duration time.Duration
+}
+
+// TraceRelayPublishStartData is one row as it is sent.
+type TraceRelayPublishStartData struct {
 	EventID string
 	Subject string
-	// Header holds the row's headers, as published (the trace context
-	// among them).
-	Header map[string]string
-	// Err is nil when JetStream acknowledged the message.
-	Err error
+	// Header is the message's header as published (the trace context a
+	// handler's apply stored with the row among them); do not modify it.
+	Header nats.Header
 }
 
-// publishObserved is publish, reported to the configured observer.
-func (r *Relay) publishObserved(chains [][]*outRow) outcome {
-	ob := r.opts.Observer
-	if ob == nil {
-		return r.publish(chains)
+// TraceRelayPublishEndData is one row's PubAck or failure.
+type TraceRelayPublishEndData struct {
+	EventID string
+	Seq     uint64 // the EVENTS sequence, when sent
+	Err     error  // nil when JetStream acknowledged the message
+}
+
+// publishTraced is publish, observed by the configured tracer.
+func (r *Relay) publishTraced(ctx context.Context, chains [][]*outRow) outcome {
+	t := r.opts.Tracer
+	if t == nil {
+		return r.publish(ctx, chains)
 	}
+	n := 0
+	for _, c := range chains {
+		n += len(c)
+	}
+	ctx = t.TraceRelayStart(ctx, TraceRelayStartData{Rows: n})
 	start := time.Now()
-	out := r.publish(chains)
-	elapsed := time.Since(start)
-	rows := make([]PublishedRow, 0, len(out.sent)+len(out.fails))
-	for _, o := range out.sent {
-		rows = append(rows, publishedRow(o, nil))
-	}
-	for _, f := range out.fails {
-		rows = append(rows, publishedRow(f.row, f.err))
-	}
-	ob.ObservePublish(start, elapsed, rows)
+	out := r.publish(ctx, chains)
+	t.TraceRelayEnd(ctx, TraceRelayEndData{Sent: len(out.sent), Failed: len(out.fails), Duration: time.Since(start)})
 	return out
-}
-
-func publishedRow(o *outRow, err error) PublishedRow {
-	var hdr map[string]string
-	_ = json.Unmarshal(o.headers, &hdr) // a malformed column already fails the row itself
-	return PublishedRow{EventID: o.eventID, Subject: o.subject, Header: hdr, Err: err}
 }
 
 type contextHeadersKey struct{}

@@ -2,32 +2,65 @@ package publisher_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
-type recordingObserver struct {
-	mu   sync.Mutex
-	rows []publisher.PublishedRow
+// recordedRow is one row a recordingTracer saw published.
+type recordedRow struct {
+	EventID string
+	Header  nats.Header
+	Seq     uint64
+	Err     error
 }
 
-func (o *recordingObserver) ObservePublish(_ time.Time, _ time.Duration, rows []publisher.PublishedRow) {
+// recordingTracer records every row's start and end, and each batch's
+// counts.
+type recordingTracer struct {
+	mu      sync.Mutex
+	rows    []recordedRow
+	started map[string]nats.Header
+	batches []publisher.TraceRelayEndData
+}
+
+type rowKey struct{}
+
+func (o *recordingTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+	return ctx
+}
+
+func (o *recordingTracer) TraceRelayEnd(_ context.Context, d publisher.TraceRelayEndData) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.rows = append(o.rows, rows...)
+	o.batches = append(o.batches, d)
 }
 
-// TestContextHeadersReachTheStreamAndTheObserver: headers put in the
+func (o *recordingTracer) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+	return context.WithValue(ctx, rowKey{}, d)
+}
+
+func (o *recordingTracer) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
+	st, _ := ctx.Value(rowKey{}).(publisher.TraceRelayPublishStartData)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if st.EventID != d.EventID {
+		d.Err = fmt.Errorf("end for %q got the context of %q", d.EventID, st.EventID)
+	}
+	o.rows = append(o.rows, recordedRow{EventID: d.EventID, Header: st.Header, Seq: d.Seq, Err: d.Err})
+}
+
+// TestContextHeadersReachTheStreamAndTheTracer: headers put in the
 // context with WithHeaders are stored with the row (the message's own win,
 // invalid names are dropped), published with the event, and reported to
-// the relay's observer.
-func TestContextHeadersReachTheStreamAndTheObserver(t *testing.T) {
+// the relay's tracer, each row's end with its own start's context.
+func TestContextHeadersReachTheStreamAndTheTracer(t *testing.T) {
 	t.Parallel()
 	js := testenv.NATS(t)
 	db := testenv.Postgres(t)
@@ -46,9 +79,9 @@ func TestContextHeadersReachTheStreamAndTheObserver(t *testing.T) {
 	if len(own) != 1 {
 		t.Fatalf("Enqueue changed the message's header map: %v", own)
 	}
-	obs := &recordingObserver{}
+	obs := &recordingTracer{}
 	opts := fastOpts()
-	opts.Observer = obs
+	opts.Tracer = obs
 	r := publisher.NewRelay(db.Pool, js.JS, opts)
 	if n, err := r.RunOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
@@ -70,7 +103,10 @@ func TestContextHeadersReachTheStreamAndTheObserver(t *testing.T) {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	if len(obs.rows) != 1 || obs.rows[0].EventID != "ctx-1" || obs.rows[0].Err != nil ||
-		obs.rows[0].Header["traceparent"] == "" {
-		t.Fatalf("observed %+v, want one sent row ctx-1 with its traceparent", obs.rows)
+		obs.rows[0].Header.Get("traceparent") == "" || obs.rows[0].Seq != 1 {
+		t.Fatalf("observed %+v, want one sent row ctx-1 at EVENTS seq 1 with its traceparent", obs.rows)
+	}
+	if len(obs.batches) != 1 || obs.batches[0].Sent != 1 || obs.batches[0].Failed != 0 {
+		t.Fatalf("observed batches %+v, want one with 1 sent", obs.batches)
 	}
 }

@@ -77,9 +77,9 @@ type RelayOptions struct {
 	Stream stream.Options
 	// Logger receives the relay's logs (slog.Default()).
 	Logger *slog.Logger
-	// Observer, when set, is told each batch's publish results (metrics,
-	// tracing); see observe.go.
-	Observer Observer
+	// Tracer, when set, observes each batch and each row's publish
+	// (metrics, tracing); see observe.go.
+	Tracer Tracer
 }
 
 func (o RelayOptions) withDefaults() RelayOptions {

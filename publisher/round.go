@@ -131,7 +131,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	}
 	res.claimed += extra
 
-	out := r.publishObserved(chains)
+	out := r.publishTraced(ctx, chains)
 	if h := r.hooks.afterPublish; h != nil {
 		ids := make([]string, 0, len(out.sent))
 		for _, o := range out.sent {
@@ -275,7 +275,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 // a chain is only sent after the previous one's PubAck. So one key never
 // has two messages in flight and a failure cannot let a later row of its
 // key overtake it. Everything must be acknowledged within PublishTimeout.
-func (r *Relay) publish(chains [][]*outRow) outcome {
+func (r *Relay) publish(ctx context.Context, chains [][]*outRow) outcome {
 	var out outcome
 	deadline := time.NewTimer(r.opts.PublishTimeout)
 	defer deadline.Stop()
@@ -287,6 +287,7 @@ func (r *Relay) publish(chains [][]*outRow) outcome {
 		f     jetstream.PubAckFuture
 		ack   *jetstream.PubAck
 		fail  *failure
+		ctx   context.Context // the row's, from TraceRelayPublishStart
 	}
 	pos := make([]int, len(chains))
 	active := make([]int, len(chains))
@@ -300,8 +301,8 @@ func (r *Relay) publish(chains [][]*outRow) outcome {
 		wave := make([]inflight, 0, len(active))
 		for _, c := range active {
 			o := chains[c][pos[c]]
-			f, fail := r.send(o)
-			wave = append(wave, inflight{chain: c, row: o, f: f, fail: fail})
+			rctx, f, fail := r.send(ctx, o)
+			wave = append(wave, inflight{chain: c, row: o, f: f, fail: fail, ctx: rctx})
 		}
 		for i := range wave {
 			w := &wave[i]
@@ -329,6 +330,7 @@ func (r *Relay) publish(chains [][]*outRow) outcome {
 		}
 		next := active[:0]
 		for _, w := range wave {
+			r.tracePublishEnd(w.ctx, w.row, w.ack, w.fail)
 			if w.fail != nil {
 				out.fails = append(out.fails, *w.fail)
 				if errors.Is(w.fail.err, jetstream.ErrNoStreamResponse) {
@@ -356,12 +358,21 @@ func (r *Relay) publish(chains [][]*outRow) outcome {
 	return out
 }
 
-// send starts the asynchronous publish of one row.
-func (r *Relay) send(o *outRow) (jetstream.PubAckFuture, *failure) {
+// send starts the asynchronous publish of one row. The context returned
+// is the row's tracing context, handed back to tracePublishEnd.
+func (r *Relay) send(ctx context.Context, o *outRow) (context.Context, jetstream.PubAckFuture, *failure) {
 	hdr, err := decodeHeaders(o.headers)
 	if err == nil {
 		err = checkSubject(o.subject)
 	}
+	if t := r.opts.Tracer; t != nil {
+		ctx = t.TraceRelayPublishStart(ctx, TraceRelayPublishStartData{EventID: o.eventID, Subject: o.subject, Header: hdr})
+	}
+	f, fail := r.sendChecked(o, hdr, err)
+	return ctx, f, fail
+}
+
+func (r *Relay) sendChecked(o *outRow, hdr nats.Header, err error) (jetstream.PubAckFuture, *failure) {
 	if err != nil {
 		return nil, &failure{row: o, err: err, permanent: true}
 	}
@@ -381,6 +392,22 @@ func (r *Relay) send(o *outRow) (jetstream.PubAckFuture, *failure) {
 		return nil, classify(o, err)
 	}
 	return f, nil
+}
+
+// tracePublishEnd reports one row's PubAck or failure to the tracer.
+func (r *Relay) tracePublishEnd(ctx context.Context, o *outRow, ack *jetstream.PubAck, fail *failure) {
+	t := r.opts.Tracer
+	if t == nil {
+		return
+	}
+	d := TraceRelayPublishEndData{EventID: o.eventID}
+	switch {
+	case fail != nil:
+		d.Err = fail.err
+	case ack != nil:
+		d.Seq = ack.Sequence
+	}
+	t.TraceRelayPublishEnd(ctx, d)
 }
 
 // classify decides what a publish error means for the row.

@@ -22,24 +22,6 @@ import (
 // Namespace prefixes every hookbridge metric.
 const Namespace = "hookbridge"
 
-// Consumer outcomes, the values of the outcome label of
-// hookbridge_consumer_events_total.
-const (
-	OutcomeProcessed    = "processed"
-	OutcomeDuplicate    = "duplicate"
-	OutcomeConflict     = "conflict"
-	OutcomeFailed       = "failed"
-	OutcomeDeadLettered = "dead_lettered"
-)
-
-// Ingress publish results, the values of the result label of
-// hookbridge_ingress_publish_seconds.
-const (
-	PublishStored    = "stored"
-	PublishDuplicate = "duplicate"
-	PublishError     = "error"
-)
-
 // UnknownSource is the source label of requests for a source that is not
 // configured: the label set stays bounded whatever paths clients try.
 const UnknownSource = "_unknown"
@@ -172,8 +154,8 @@ func (r *Registry) IngressRequest(source string, status int, verifyReason string
 	}
 }
 
-// IngressPublish records one publish to HOOKS and its result
-// ([PublishStored], [PublishDuplicate] or [PublishError]).
+// IngressPublish records one publish to HOOKS, with all its attempts,
+// and its result (a bridge.PublishResult).
 func (r *Registry) IngressPublish(result string, d time.Duration) {
 	r.ingressPublish.WithLabelValues(result).Observe(d.Seconds())
 }
@@ -184,9 +166,10 @@ func (r *Registry) ConsumerBatch(consumer string, size int, d time.Duration) {
 	r.batchSize.WithLabelValues(consumer).Observe(float64(size))
 }
 
-// ConsumerEvent counts one message's outcome (one of the Outcome* names).
-func (r *Registry) ConsumerEvent(consumer, outcome string) {
-	r.consumerEvents.WithLabelValues(consumer, outcome).Inc()
+// ConsumerEvents counts n messages of consumer with one outcome (a
+// consumer.Outcome's name).
+func (r *Registry) ConsumerEvents(consumer, outcome string, n int) {
+	r.consumerEvents.WithLabelValues(consumer, outcome).Add(float64(n))
 }
 
 // RelayBatch records one relay publish of sent+failed rows.
@@ -201,8 +184,8 @@ func (r *Registry) RelayBatch(sent, failed int, d time.Duration) {
 
 // InitConsumer makes every outcome series of consumer exist at 0, so rates
 // and alerts work before the first event.
-func (r *Registry) InitConsumer(consumer string) {
-	for _, o := range []string{OutcomeProcessed, OutcomeDuplicate, OutcomeConflict, OutcomeFailed, OutcomeDeadLettered} {
+func (r *Registry) InitConsumer(consumer string, outcomes []string) {
+	for _, o := range outcomes {
 		r.consumerEvents.WithLabelValues(consumer, o)
 	}
 }

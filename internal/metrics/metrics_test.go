@@ -20,7 +20,7 @@ func TestRegistriesAreIndependent(t *testing.T) {
 	a, b := New(), New()
 	a.IngressRequest("demo", 202, "")
 	a.IngressRequest("demo", 401, "mismatch")
-	a.ConsumerEvent("orders", OutcomeProcessed)
+	a.ConsumerEvents("orders", "processed", 1)
 	if got := testutil.ToFloat64(a.ingressRequests.WithLabelValues("demo", "202")); got != 1 {
 		t.Fatalf("a: %g", got)
 	}
@@ -44,7 +44,7 @@ func TestRegistriesAreIndependent(t *testing.T) {
 func TestHandlerServesTheExpositionFormat(t *testing.T) {
 	t.Parallel()
 	r := New()
-	r.InitConsumer("orders")
+	r.InitConsumer("orders", []string{"processed", "duplicate", "conflict", "failed", "dead_lettered"})
 	r.ConsumerBatch("orders", 3, 20*time.Millisecond)
 	r.RelayBatch(2, 1, time.Millisecond)
 	rec := httptest.NewRecorder()

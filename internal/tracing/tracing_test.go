@@ -2,8 +2,6 @@ package tracing
 
 import (
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -93,37 +91,5 @@ func TestTracesURL(t *testing.T) {
 		if got, err := TracesURL(in); err != nil || got != want {
 			t.Errorf("TracesURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
-	}
-}
-
-// TestHTTPHandlerStartsANewTrace: a sender's traceparent is linked, not
-// adopted, and the status code is recorded.
-func TestHTTPHandlerStartsANewTrace(t *testing.T) {
-	t.Parallel()
-	rec, tp := recorder()
-	var inner trace.SpanContext
-	h := HTTPHandler(tp, SpanReceive, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inner = trace.SpanContextFromContext(r.Context())
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}))
-	req := httptest.NewRequest(http.MethodPost, "/webhooks/demo", nil)
-	req.Header.Set("Traceparent", "00-11111111111111111111111111111111-2222222222222222-01")
-	h.ServeHTTP(httptest.NewRecorder(), req)
-	spans := rec.Ended()
-	if len(spans) != 1 {
-		t.Fatalf("spans = %d, want 1", len(spans))
-	}
-	s := spans[0]
-	if s.Parent().IsValid() || s.SpanContext().TraceID().String() == "11111111111111111111111111111111" {
-		t.Fatalf("span adopted the sender's context: parent %v trace %v", s.Parent(), s.SpanContext().TraceID())
-	}
-	if len(s.Links()) != 1 {
-		t.Fatalf("links = %v, want the sender's context", s.Links())
-	}
-	if inner.SpanID() != s.SpanContext().SpanID() {
-		t.Fatal("the handler did not run inside the span")
-	}
-	if s.Status().Code.String() != "Error" {
-		t.Fatalf("status = %v, want Error for a 503", s.Status())
 	}
 }
