@@ -24,6 +24,8 @@ type msgQueue struct {
 	// buffer of one, so a signal sent while nobody waits is not lost.
 	ready chan struct{}
 	room  chan struct{}
+	// nudged wakes a waiting pop without a message (see nudge).
+	nudged chan struct{}
 }
 
 type queued struct {
@@ -38,12 +40,18 @@ const (
 	popped popState = iota
 	popTimedOut
 	popClosed
+	// popNudged: nudge was called while pop waited (or before it).
+	popNudged
 )
 
 func newMsgQueue(maxMsgs, maxBytes int) *msgQueue {
 	return &msgQueue{maxMsgs: max(1, maxMsgs), maxBytes: maxBytes,
-		ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
+		ready: make(chan struct{}, 1), room: make(chan struct{}, 1), nudged: make(chan struct{}, 1)}
 }
+
+// nudge makes the popper's current or next wait return popNudged: the
+// batching loop uses it to hear that a batch finished.
+func (q *msgQueue) nudge() { signal(q.nudged) }
 
 func signal(c chan struct{}) {
 	select {
@@ -120,6 +128,8 @@ func (q *msgQueue) pop(deadline time.Time) (jetstream.Msg, popState) {
 		}
 		select {
 		case <-q.ready:
+		case <-q.nudged:
+			return nil, popNudged
 		case <-timeout:
 			return nil, popTimedOut
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,18 +172,35 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 
 	applyCtx := context.WithoutCancel(ctx)
 	batch := make([]jetstream.Msg, 0, r.batchSize)
+	var inflight atomic.Int32 // batches handed to workers and not yet acked
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
 		msgs := batch
 		batch = make([]jetstream.Msg, 0, r.batchSize)
-		workers.Go(func() { r.applyAndAck(applyCtx, msgs) })
+		inflight.Add(1)
+		workers.Go(func() {
+			defer q.nudge()
+			defer inflight.Add(-1)
+			r.applyAndAck(applyCtx, msgs)
+		})
 	}
 	// A batch waits at most batchWait from its first message: a deadline
 	// for the whole batch, not a wait per message, which let a batch take
 	// up to batchSize × batchWait to fill at moderate rates.
-	var deadline time.Time
+	//
+	// A batch that is not full (the queue ran dry) waits while another
+	// batch is being applied, until that one is done, the batch fills, or
+	// partialHold has passed since its first message. Full batches use
+	// every worker; partial ones are applied one at a time. Without this,
+	// at moderate rates each message found an idle worker and went alone
+	// or in a batch of a few: four small transactions at once, each paying
+	// its round trips and commit for a handful of events, which took more
+	// CPU per event than the rate needed and queued everything behind it.
+	// With it the events that arrive during one apply make up the next
+	// batch, so batches grow with the rate, the way group commit does.
+	var deadline, holdUntil time.Time
 	for {
 		var (
 			msg jetstream.Msg
@@ -196,7 +214,13 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 			// is there (up to batchSize) and never waits past it.
 			msg, st = q.pop(deadline)
 		}
-		if st == popTimedOut {
+		if st == popTimedOut || st == popNudged {
+			if len(batch) > 0 && inflight.Load() > 0 && time.Now().Before(holdUntil) {
+				if deadline.Before(holdUntil) {
+					deadline = holdUntil
+				}
+				continue
+			}
 			flush()
 			continue
 		}
@@ -205,7 +229,9 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		}
 		batch = append(batch, msg)
 		if len(batch) == 1 {
-			deadline = time.Now().Add(r.batchWait)
+			now := time.Now()
+			deadline = now.Add(r.batchWait)
+			holdUntil = now.Add(max(r.batchWait, partialHold))
 		}
 		if len(batch) >= r.batchSize {
 			flush()
@@ -214,6 +240,11 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	flush()
 	return nil
 }
+
+// partialHold is the longest a batch that is not full waits for another
+// batch's apply to end (see consume). It bounds the latency the rule adds
+// when an apply is slow; a typical apply ends well before it.
+const partialHold = 5 * time.Millisecond
 
 // feed moves messages from the pull iterator into q until the iterator
 // closes, then closes q. While the intake gate is closed (the database is
