@@ -70,7 +70,7 @@ func New() *Registry {
 	}, []string{"source", "reason"})
 	r.ingressPublish = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "ingress", Name: "publish_seconds",
-		Help:    "Time from the ingress's publish to HOOKS until JetStream's PubAck, by result (stored, duplicate, error).",
+		Help:    "Time from the ingress's publish to HOOKS until JetStream's PubAck, every retry included, by result (stored, duplicate, error).",
 		Buckets: latencyBuckets,
 	}, []string{"result"})
 	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
