@@ -45,8 +45,22 @@ type SQLConsumerConfig struct {
 // or a sequence.
 type Statements []string
 
-// UnmarshalYAML accepts a scalar or a sequence of strings.
+// UnmarshalYAML accepts a scalar or a sequence of strings. A plain
+// (unquoted) statement followed by a comment on its line is refused: YAML
+// ends a plain scalar at " #", so "@body::jsonb #>> '{a,b}'" would lose
+// everything from #>> on and leave a statement that looks whole in the
+// file.
 func (s *Statements) UnmarshalYAML(n *yaml.Node) error {
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	for _, it := range items {
+		if it.Kind == yaml.ScalarNode && it.Style == 0 && it.LineComment != "" {
+			return fmt.Errorf("line %d: this statement is cut at %q: YAML ends an unquoted value at \" #\"; "+
+				"write it as a block (| on the line before) or in quotes", it.Line, it.LineComment)
+		}
+	}
 	var l stringList
 	if err := l.UnmarshalYAML(n); err != nil {
 		return err
