@@ -328,3 +328,41 @@ func TestEffectiveYAMLMasksSecrets(t *testing.T) {
 		}
 	}
 }
+
+// The configuration docs/CONSUMERS.md shows loads and its statements
+// prepare against its tables: the documented contract runs as written.
+func TestConsumersDocExampleRuns(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/CONSUMERS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml block in docs/CONSUMERS.md")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "migrations", "tickets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mig := `CREATE SCHEMA crm; CREATE TABLE crm.tickets (issue_id bigint PRIMARY KEY, title text NOT NULL, state text NOT NULL, opened_event text NOT NULL);`
+	if err := os.WriteFile(filepath.Join(dir, "migrations", "tickets", "0001_tickets.sql"), []byte(mig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "hookbridge.yaml")
+	if err := os.WriteFile(path, []byte(sqlSource+block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := testenv.Postgres(t)
+	cfg, err := Load(path, mapEnv(nil), Overrides{DatabaseURL: db.URL}, ordersHandlers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(cfg.Consumer("tickets").SQL.Apply["issues.closed"]); got != 2 {
+		t.Fatalf("issues.closed has %d statements, want 2", got)
+	}
+	if err := CheckSQLConsumers(context.Background(), db.Pool, cfg, ordersHandlers()); err != nil {
+		t.Fatal(err)
+	}
+}
