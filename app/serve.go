@@ -482,7 +482,7 @@ func (s *Server) poolSize() int32 {
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
 	var out []*consumer.Consumer
 	for _, cc := range s.cfg.Consumers {
-		h, err := cc.handler(s.handlers)
+		h, err := cc.NewHandler(s.handlers)
 		if err != nil {
 			return nil, err
 		}

@@ -159,11 +159,15 @@ func (c *Config) validateSQL(key string, cc *ConsumerConfig, handlers Handlers, 
 	}
 }
 
-// handler is the consumer's handler: its SQL statements, or the
-// registered Go handler it names.
-func (cc *ConsumerConfig) handler(handlers Handlers) (consumer.Handler, error) {
+// NewHandler builds the consumer's handler: its SQL statements, or the
+// registered Go handler it names. serve and replay apply with it.
+func (cc *ConsumerConfig) NewHandler(handlers Handlers) (consumer.Handler, error) {
 	if cc.SQL == nil {
-		return handlers[cc.Handler].New(cc.Name), nil
+		spec, ok := handlers[cc.Handler]
+		if !ok || spec.New == nil {
+			return nil, fmt.Errorf("consumer %s: %q is not a registered handler", cc.Name, cc.Handler)
+		}
+		return spec.New(cc.Name), nil
 	}
 	h, err := sqlconsumer.New(cc.Name, cc.SQL.apply())
 	if err != nil {
