@@ -138,13 +138,6 @@ func (h *Handler) HasFallback() bool { return h.fallback != nil }
 // those of a type with the same subject form, or the fallback.
 func (h *Handler) Covers(eventType string) bool { return h.rule(eventType) != nil }
 
-// Own reports whether eventType has statements of its own (or of a type
-// with the same subject form), the fallback aside.
-func (h *Handler) Own(eventType string) bool {
-	_, ok := h.bySubject[stream.TypeSubject(eventType)]
-	return ok
-}
-
 func (h *Handler) rule(eventType string) *rule {
 	if r, ok := h.rules[eventType]; ok {
 		return r
