@@ -276,7 +276,14 @@ func (h *Handler) Check(ctx context.Context, tx pgx.Tx) error {
 				errs = append(errs, fmt.Errorf("consumer %s: check: %w", h.consumer, err))
 				return
 			}
-			_, err = sp.Conn().PgConn().Prepare(ctx, "", st.sql, nil)
+			sd, err := sp.Conn().PgConn().Prepare(ctx, "", st.sql, nil)
+			if err == nil && len(sd.ParamOIDs) != len(st.names) {
+				// A $n of the statement's own beyond the named ones: it
+				// would be bound to nothing. (One within them would take a
+				// named argument's value; the documentation says to use names.)
+				err = fmt.Errorf("the statement has %d parameters, %d of them named: use the named arguments (@body, …), not $n",
+					len(sd.ParamOIDs), len(st.names))
+			}
 			if rerr := sp.Rollback(ctx); rerr != nil && err == nil {
 				err = rerr
 			}

@@ -426,7 +426,7 @@ func TestCheckReportsEveryBadStatement(t *testing.T) {
 	h, err := sqlconsumer.New("tickets", map[string][]string{
 		"issues.opened": {`INSERT INTO crm.tickets (issue_id) VALUES (@event_id::bigint)`, `INSERT INTO crm.nope VALUES (@body)`},
 		"issues.closed": {`UPDTE crm.tickets SET state = 'closed'`},
-		"*":             {`SELECT crm.fail(@stream_seq::bigint)`, `SELECT 1; SELECT 2`},
+		"*":             {`SELECT crm.fail(@stream_seq::bigint)`, `SELECT 1; SELECT 2`, `SELECT @body::jsonb, $2::int`},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -437,13 +437,14 @@ func TestCheckReportsEveryBadStatement(t *testing.T) {
 		`consumer tickets, event type issues.closed, statement 1: ERROR: syntax error at or near "UPDTE" (SQLSTATE 42601)`,
 		`consumer tickets, event type *, statement 1: ERROR: function crm.fail(bigint) does not exist (SQLSTATE 42883)`,
 		`consumer tickets, event type *, statement 2: ERROR: cannot insert multiple commands into a prepared statement (SQLSTATE 42601)`,
+		`consumer tickets, event type *, statement 3: the statement has 2 parameters, 1 of them named`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("check error lacks %q:\n%v", want, err)
 		}
 	}
-	if strings.Contains(fmt.Sprint(err), "statement 1: ERROR: null") || strings.Count(fmt.Sprint(err), "\n") != 3 {
-		t.Errorf("want exactly four errors, got:\n%v", err)
+	if strings.Contains(fmt.Sprint(err), "statement 1: ERROR: null") || strings.Count(fmt.Sprint(err), "\n") != 4 {
+		t.Errorf("want exactly five errors, got:\n%v", err)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM crm.tickets"); n != 0 {
 		t.Fatalf("check wrote %d rows", n)
