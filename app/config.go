@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -66,6 +67,10 @@ type Config struct {
 
 	// Tracing: OpenTelemetry; metrics_addr above moves /metrics off http_addr.
 	Tracing TracingConfig `yaml:"tracing"`
+
+	// dir is the configuration file's directory, which relative paths in
+	// it (sql.migrations) start at; empty when not read from a file.
+	dir string
 }
 
 // TracingConfig configures OpenTelemetry tracing (off when no endpoint).
@@ -129,6 +134,10 @@ type ConsumerConfig struct {
 	MaxAckPending  int             `yaml:"max_ack_pending"`
 	HandlerTimeout time.Duration   `yaml:"handler_timeout"`
 	Backoff        []time.Duration `yaml:"backoff"`
+
+	// SQL declares the consumer with SQL statements instead of a Go
+	// handler (sqlconsumers.go); a consumer names one or the other.
+	SQL *SQLConsumerConfig `yaml:"sql"`
 }
 
 // RelayConfig tunes the outbox relay.
@@ -169,6 +178,7 @@ func LoadFile(path string) (Config, error) {
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // an empty file is fine
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
+	c.dir = filepath.Dir(path)
 	return c, nil
 }
 
@@ -336,10 +346,14 @@ func (c *Config) Consumer(name string) *ConsumerConfig {
 }
 
 // Types are the event types the consumer receives: its event_types, or
-// when it lists none every type its handler knows.
+// when it lists none every type its handler knows (for an SQL consumer,
+// the types its apply names).
 func (cc *ConsumerConfig) Types(handlers Handlers) []string {
 	if len(cc.EventTypes) > 0 {
 		return cc.EventTypes
+	}
+	if cc.SQL != nil {
+		return cc.SQL.sqlTypes()
 	}
 	return handlers[cc.Handler].EventTypes
 }
@@ -435,7 +449,12 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 			bad(key+".name", "%q declared twice", cc.Name)
 		}
 		names[cc.Name] = true
-		if _, ok := handlers[cc.Handler]; !ok {
+		switch _, ok := handlers[cc.Handler]; {
+		case cc.SQL != nil && cc.Handler != "":
+			bad(key, "names both handler and sql: a consumer is a Go handler or SQL statements, not both")
+		case cc.SQL != nil:
+			c.validateSQL(key, &cc, handlers, bad)
+		case !ok:
 			bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
 		}
 		for _, src := range cc.Sources {

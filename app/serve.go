@@ -326,6 +326,16 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 		return err
 	}
+	// A statement of an SQL consumer that does not prepare refuses the
+	// start, naming the consumer, the event type and Postgres's message.
+	if s.roles[RoleConsumer] {
+		if err := CheckSQLConsumers(ctx, s.pool, s.cfg, s.handlers); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return s.fail("sql consumers", err)
+		}
+	}
 	s.markMigrated()
 	group := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
 	if s.roles[RoleConsumer] {
@@ -426,6 +436,13 @@ func MigrationSets(cfg Config, handlers Handlers) []schema.Set {
 			}
 		}
 	}
+	// SQL consumers' sets come last: their statements may use the tables
+	// of the handlers' sets, never the reverse.
+	for i := range cfg.Consumers {
+		if set, ok := cfg.migrationSet(&cfg.Consumers[i]); ok {
+			sets = append(sets, set)
+		}
+	}
 	return sets
 }
 
@@ -465,11 +482,15 @@ func (s *Server) poolSize() int32 {
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
 	var out []*consumer.Consumer
 	for _, cc := range s.cfg.Consumers {
+		h, err := cc.NewHandler(s.handlers)
+		if err != nil {
+			return nil, err
+		}
 		c, err := consumer.New(s.pool, s.js, consumer.Options{
 			Name:           cc.Name,
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),
-			Handler:        s.handlers[cc.Handler].New(cc.Name),
+			Handler:        h,
 			Concurrency:    cc.Concurrency,
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,

@@ -1,5 +1,6 @@
 // Package cli is the hookbridge command line (serve, relay, migrate,
-// send, status, replay, dead-letters, conflicts) over the app library.
+// send, config check, status, replay, dead-letters, conflicts) over the
+// app library.
 // cmd/hookbridge is [Main] with the built-in handlers; a team that writes
 // its own handlers builds its own main the same way, passing its
 // [app.Handlers].
@@ -37,6 +38,8 @@ type CLI struct {
 	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
 	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
 	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
+	// ConfigCmd is `hookbridge config …` (config.go); the flag --config is Globals'.
+	ConfigCmd ConfigCmd `cmd:"" name:"config" help:"Check the configuration (config check)."`
 	// Operator commands (ops*.go).
 	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
 	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`

@@ -94,9 +94,13 @@ func (c *ReplayCmd) options(cfg app.Config, handlers app.Handlers, now time.Time
 	if err != nil {
 		return consumer.ReplayOptions{}, fmt.Errorf("replay: --until: %w", err)
 	}
+	h, err := cc.NewHandler(handlers)
+	if err != nil {
+		return consumer.ReplayOptions{}, fmt.Errorf("replay: %w", err)
+	}
 	return consumer.ReplayOptions{
 		Consumer:     cc.Name,
-		Handler:      handlers[cc.Handler].New(cc.Name),
+		Handler:      h,
 		Sources:      cc.Sources,
 		EventTypes:   cc.Types(handlers),
 		FromSeq:      c.FromSeq,

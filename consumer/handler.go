@@ -52,7 +52,8 @@ type Handler interface {
 type BatchHandler interface {
 	Handler
 	// HandleBatch applies evs (new events only, claimed in the inbox, in stream order) inside tx.
-	// An error fails the whole call; the consumer then narrows down to the failing event.
+	// An error fails the whole call; the consumer then narrows down to the failing event,
+	// at once when the error is a [FailedAt] naming it.
 	HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error
 }
 
@@ -209,6 +210,19 @@ type batchError struct {
 
 func (e *batchError) Error() string { return e.err.Error() }
 func (e *batchError) Unwrap() error { return e.err }
+
+// FailedAt is what a [BatchHandler]'s HandleBatch returns when it knows
+// which event failed: evs[i] is the culprit and every event before it was
+// applied without error. The consumer then applies the events around it
+// without trying every half of the batch, and evs[i] alone, where the
+// handler's Handle decides its fate (err's [Permanent] mark is kept). A
+// wrong index costs time, never correctness. FailedAt(i, nil) is nil.
+func FailedAt(i int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &batchError{lo: i, hi: i + 1, err: err}
+}
 
 func (e *batchError) shift(by int) *batchError {
 	return &batchError{lo: e.lo + by, hi: e.hi + by, err: e.err}

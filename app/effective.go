@@ -1,0 +1,110 @@
+package app
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Masked is what [EffectiveYAML] prints in place of a secret.
+const Masked = "***"
+
+// EffectiveYAML is cfg as YAML, the way `hookbridge config check` prints
+// it: the file with the environment, the flags and the defaults applied,
+// and every secret shown as [Masked]: inline source secrets and the
+// passwords of the database, NATS and tracing URLs. secret_env and
+// secret_file stay: they name where a secret is, not the secret.
+func EffectiveYAML(cfg Config) ([]byte, error) {
+	c := cfg
+	c.DatabaseURL = maskURL(cfg.DatabaseURL)
+	c.NATSURL = maskURL(cfg.NATSURL)
+	c.Tracing.OTLPEndpoint = maskURL(cfg.Tracing.OTLPEndpoint)
+	c.Sources = make([]SourceConfig, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		s.Secrets = make(stringList, len(s.Secrets))
+		for j := range s.Secrets {
+			s.Secrets[j] = Masked
+		}
+		c.Sources[i] = s
+	}
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, fmt.Errorf("config: print: %w", err)
+	}
+	prune(&doc)
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("config: print: %w", err)
+	}
+	return out, nil
+}
+
+// prune drops the keys of n's mappings whose values are null, "", [] or
+// {} (after pruning them in turn): what is not set says nothing. Zeros
+// stay, because 0 often means "the default" and that is worth seeing.
+func prune(n *yaml.Node) bool {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.Tag == "!!null" || n.Tag == "!!str" && n.Value == ""
+	case yaml.MappingNode:
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if !prune(n.Content[i+1]) {
+				kept = append(kept, n.Content[i], n.Content[i+1])
+			}
+		}
+		n.Content = kept
+		return len(kept) == 0
+	case yaml.SequenceNode:
+		for _, c := range n.Content {
+			prune(c)
+		}
+		return len(n.Content) == 0
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			prune(c)
+		}
+	}
+	return false
+}
+
+// dsnPassword finds the password of a key=value connection string.
+var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// maskURL replaces the password of a URL, or of a key=value connection
+// string, with Masked. Anything it cannot parse is masked whole: it may
+// be a secret written in a form the masking does not know.
+func maskURL(s string) string {
+	if s == "" || s == "pgenv:" {
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme == "" {
+		if dsnPassword.MatchString(s) {
+			return dsnPassword.ReplaceAllString(s, "${1}"+Masked)
+		}
+		if err != nil {
+			return Masked
+		}
+		return s
+	}
+	masked := false
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), Masked)
+		masked = true
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", Masked)
+		u.RawQuery = q.Encode()
+		masked = true
+	}
+	if !masked {
+		return s
+	}
+	// URL encoding escapes '*'; show the mask as it is written elsewhere.
+	return strings.ReplaceAll(u.String(), "%2A%2A%2A", Masked)
+}

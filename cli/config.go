@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/app"
+)
+
+// ConfigCmd groups the commands about the configuration.
+type ConfigCmd struct {
+	Check ConfigCheckCmd `cmd:"" help:"Check the configuration as serve would, without serving: validate it, prepare every SQL consumer statement against the database (after the pending migrations, all rolled back) and print the effective configuration with secrets as ***."`
+}
+
+// ConfigCheckCmd runs serve's start-up checks and prints the result.
+type ConfigCheckCmd struct{}
+
+// Run implements `hookbridge config check`. The configuration is printed
+// before the database checks, so that a failing statement can be read
+// next to the configuration that declared it.
+func (c *ConfigCheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	out, err := app.EffectiveYAML(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := rt.stdout.Write(out); err != nil {
+		return fmt.Errorf("config check: %w", err)
+	}
+	n := 0
+	for _, cc := range cfg.Consumers {
+		if cc.SQL != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(rt.stdout, "# configuration ok (no SQL consumers: nothing to prepare)")
+		return nil
+	}
+	pool, err := pgxpool.New(ctx, cfg.PoolURL())
+	if err != nil {
+		return fmt.Errorf("postgres config: %w", err)
+	}
+	defer pool.Close()
+	if err := app.CheckSQLConsumers(ctx, pool, cfg, rt.handlers); err != nil {
+		return err
+	}
+	fmt.Fprintf(rt.stdout, "# configuration ok: the statements of %d SQL consumer(s) prepare against the database\n", n)
+	return nil
+}
