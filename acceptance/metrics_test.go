@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestMetricsCountWhatHappened runs the real serve wiring (ingress,
@@ -24,15 +23,15 @@ import (
 // pipeline drained.
 func TestMetricsCountWhatHappened(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
-	db := testenv.Postgres(t, orders.Migrations())
+	js := hookbridgetest.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	a := serveApp(t, js, db, nil)
 	base := "http://" + a.addr
 	ctx := context.Background()
 
 	send := func(url, key, id string, body []byte) int {
 		t.Helper()
-		req, err := verify.SignedRequest(ctx, url, key, id, time.Now(), body)
+		req, err := hookbridgetest.NewSignedRequest(ctx, url, hookbridgetest.Delivery{Secret: key, ID: id, Time: time.Now(), Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +62,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	// Wait until the pipeline has drained: 5 applied, 5 relayed, nothing
 	// pending anywhere.
 	var m scrape
-	testenv.Eventually(t, 20*time.Second, "the pipeline to drain", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the pipeline to drain", func() bool {
 		m = scrapeMetrics(t, base+app.MetricsPath)
 		return m.value("hookbridge_relay_rows_total", "result", "sent") == 5 &&
 			m.value("hookbridge_outbox_pending_rows") == 0 &&

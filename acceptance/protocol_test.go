@@ -17,8 +17,8 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestAcceptanceProtocol walks the seed's protocol in order on one
@@ -135,7 +135,7 @@ func TestFailureBeforeCommitRollsBackAndRedeliveryAppliesOnce(t *testing.T) {
 // after a failing handler, neither the inbox row nor the effect exists.
 func TestApplyRollsBackEverythingOnFailure(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	var calls atomic.Int32
 	h := failOnce(&calls)(orders.Handler("orders"))
 	ev := event("evt-1", orderBody(orders.Created, "o-1", 100))
@@ -171,7 +171,7 @@ func event(id string, body []byte) consumer.Event {
 // the same event; the handler lingers so both are inside at once.
 func TestConcurrentApplyOneProcessedOneDuplicate(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	slow := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.2)"); err != nil {
 			return err
@@ -247,7 +247,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
 	body := orderBody(orders.Created, "o-46", 100)
 	signed := func(mutate func(r *http.Request)) *http.Request {
-		req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), body)
+		req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 		code int
 	}{
 		{"wrong secret", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, otherSecret, "evt-46", time.Now(), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: otherSecret, ID: "evt-46", Time: time.Now(), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"missing signature", func() *http.Request {
@@ -277,28 +277,28 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 			return req
 		}, http.StatusUnauthorized},
 		{"stale timestamp", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(-10*time.Minute), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now().Add(-10 * time.Minute), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"future timestamp", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(10*time.Minute), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now().Add(10 * time.Minute), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"invalid json", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"type":`))
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: []byte(`{"type":`)})
 			return req
 		}, http.StatusBadRequest},
 		{"missing type", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"data":{}}`))
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: []byte(`{"data":{}}`)})
 			return req
 		}, http.StatusBadRequest},
 		{"too large", func() *http.Request {
 			big := []byte(`{"type":"order.created","pad":"` + strings.Repeat("x", 2<<20) + `"}`)
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), big)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: big})
 			return req
 		}, http.StatusRequestEntityTooLarge},
 		{"unknown source", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), secret, "evt-46", time.Now(), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: body})
 			return req
 		}, http.StatusNotFound},
 		{"wrong method", func() *http.Request {
@@ -325,7 +325,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 func TestWildcardTypeIsEscapedNotApplied(t *testing.T) {
 	t.Parallel()
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46w", time.Now(), []byte(`{"type":"order.>"}`))
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46w", Time: time.Now(), Body: []byte(`{"type":"order.>"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestBrokerDownAnswers503(t *testing.T) {
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
 	p.js.Server.Shutdown()
 	p.js.Server.WaitForShutdown()
-	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-47", time.Now(), orderBody(orders.Created, "o-47", 1))
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-47", Time: time.Now(), Body: orderBody(orders.Created, "o-47", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}

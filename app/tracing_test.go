@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
 
@@ -54,8 +54,8 @@ func TestTracedBatchHandlerKeepsHandleBatch(t *testing.T) {
 		t.Fatal("a traced plain handler claims HandleBatch")
 	}
 
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	const n = 6
 	for i := range n {
@@ -80,7 +80,7 @@ func TestTracedBatchHandlerKeepsHandleBatch(t *testing.T) {
 			t.Errorf("consumer run: %v", err)
 		}
 	})
-	testenv.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 	})
 

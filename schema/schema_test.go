@@ -4,13 +4,13 @@ import (
 	"context"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
-	db := testenv.EmptyPostgres(t)
+	db := hookbridgetest.EmptyPostgres(t)
 	ctx := context.Background()
 	migs, err := schema.Core().Load()
 	if err != nil {
