@@ -106,8 +106,8 @@ var rules = []rule{
 		// hookbridge's own internal tests of app, bridge and cli use the
 		// kit; were it to import them, those tests would be import cycles.
 		// It builds on consumer, publisher and the packages below them.
-		name:   "the test kit does not import app, bridge (but bridge/verify), cli, cmd or examples",
-		from:   under("hookbridgetest"),
+		name: "the test kit does not import app, bridge (but bridge/verify), cli, cmd or examples",
+		from: under("hookbridgetest"),
 		banned: func(dep pkg) bool {
 			// bridge/verify is the signer every signed request is built with.
 			return inModule("app", "bridge", "cli", "cmd", "examples")(dep) && !under("bridge/verify")(dep.ImportPath)
