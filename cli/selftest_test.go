@@ -197,31 +197,66 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// A planted fault makes the command fail: a self-test handler that writes
-// its effect outside the inbox transaction keeps the effect of a
-// rolled-back apply, so the failure-before-commit check counts two effects
-// and the error-between-writes check one that should be gone.
+// A planted fault makes the command fail, naming the checks it breaks. A
+// handler that writes its effect outside the inbox transaction keeps the
+// effect of a rolled-back apply: the failure-before-commit check counts
+// two effects and the error-between-writes check one that should be gone.
+// A handler that applies twice fails every check that makes an effect.
 func TestSelftestCommandFailsOnPlantedFault(t *testing.T) {
 	t.Parallel()
-	handlers := builtin.Handlers()
-	handlers[selftest.HandlerName] = app.SelftestHandler(selftest.Options{Fault: selftest.FaultSkipInbox})
-	d := startSelftestDeployment(t, handlers)
+	for _, tc := range []struct {
+		fault      string
+		fail, pass []string
+	}{
+		{selftest.FaultSkipInbox, []string{selftest.CheckFailure, selftest.CheckBetween}, []string{selftest.CheckFirst, selftest.CheckRepeat}},
+		{selftest.FaultDoubleApply, []string{selftest.CheckFirst, selftest.CheckFailure, selftest.CheckParallel}, []string{selftest.CheckBetween, selftest.CheckDuplicate}},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			t.Parallel()
+			handlers := builtin.Handlers()
+			handlers[selftest.HandlerName] = app.SelftestHandler(selftest.Options{Fault: tc.fault})
+			d := startSelftestDeployment(t, handlers)
 
-	code, out, errOut := d.selftestCommand(t, "--json", "--timeout", "5s")
-	if code == 0 {
-		t.Fatalf("selftest against a handler that skips the inbox exited 0:\n%s", out)
+			code, out, errOut := d.selftestCommand(t, "--json", "--timeout", "3s")
+			if code != 1 {
+				t.Fatalf("selftest against a %s handler exited %d, want 1:\n%s", tc.fault, code, out)
+			}
+			if !strings.Contains(errOut, "checks failed") {
+				t.Errorf("stderr %q does not say checks failed", errOut)
+			}
+			r := decodeSelftest(t, out)
+			ok := map[string]bool{}
+			for _, c := range r.Checks {
+				ok[c.Name] = c.OK
+			}
+			for _, name := range tc.fail {
+				if ok[name] {
+					t.Errorf("check %s held against a %s handler", name, tc.fault)
+				}
+			}
+			for _, name := range tc.pass {
+				if !ok[name] {
+					t.Errorf("check %s failed against a %s handler; it does not depend on the fault", name, tc.fault)
+				}
+			}
+			if t.Failed() {
+				t.Logf("%s", out)
+			}
+		})
 	}
-	if !strings.Contains(errOut, "checks failed") {
-		t.Errorf("stderr %q does not say checks failed", errOut)
+}
+
+// Without selftest.enabled the command refuses at once, saying how to
+// enable it.
+func TestSelftestCommandNeedsItEnabled(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "hookbridge.yaml")
+	if err := os.WriteFile(path, []byte("nats_url: nats://127.0.0.1:1\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	r := decodeSelftest(t, out)
-	failed := map[string]bool{}
-	for _, c := range r.Checks {
-		if !c.OK {
-			failed[c.Name] = true
-		}
-	}
-	if r.OK || !failed[selftest.CheckFailure] || !failed[selftest.CheckBetween] || failed[selftest.CheckFirst] {
-		t.Fatalf("failed checks %v, want %s and %s (and not %s):\n%s", failed, selftest.CheckFailure, selftest.CheckBetween, selftest.CheckFirst, out)
+	d := &selftestDeployment{config: path, url: "http://127.0.0.1:1"}
+	code, _, errOut := d.selftestCommand(t)
+	if code != 1 || !strings.Contains(errOut, "selftest: {enabled: true") {
+		t.Fatalf("exit %d, stderr %q; want 1 and how to enable it", code, errOut)
 	}
 }

@@ -178,7 +178,7 @@ func TestImportRules(t *testing.T) {
 	t.Parallel()
 	pkgs := listModule(t)
 	// The rules must look at something: the packages they name exist.
-	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench"} {
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest"} {
 		if _, ok := pkgs[module+"/"+p]; !ok {
 			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
 		}
