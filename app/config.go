@@ -298,9 +298,10 @@ type Overrides struct {
 // a file without sources (the demo source and, when handlers has one named
 // "orders" and the file declares no consumers, the example orders
 // consumer), then the self-test's source and consumer when it is enabled
-// ([Config.AddSelftest]). A program registering only handlers of its own therefore starts with no
-// consumer instead of failing on a handler it does not have. The result
-// is validated against handlers.
+// ([Config.AddSelftest]). A program registering only handlers of its own
+// therefore starts with no consumer instead of failing on a handler it
+// does not have. The result is validated against handlers (and the
+// self-test's handler, see [WithSelftest]).
 func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) {
 	var cfg Config
 	if path != "" {
