@@ -264,7 +264,7 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 					return
 				}
 				id := fmt.Sprintf("evt-%04d", i)
-				body := orderBody(orders.Created, fmt.Sprintf("o-%04d", i), int64(100+i))
+				body := orders.WebhookBody(orders.Created, fmt.Sprintf("o-%04d", i), int64(100+i))
 				code := deliver(t, client, inst, i%2, id, body, &n503, &transportErrs)
 				if code == http.StatusOK {
 					duplicates.Add(1)

@@ -76,12 +76,12 @@ func TestCompatibilityWithExternalNATS(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 
 	p := &pipeline{t: t, db: db, url: srv.URL + "/webhooks/demo"}
-	body := orderBody(orders.Created, "o-compat", 100)
+	body := orders.WebhookBody(orders.Created, "o-compat", 100)
 	code, r := p.post("evt-compat", body)
 	expect(t, code, r, http.StatusAccepted, "accepted")
 	code, r = p.post("evt-compat", body)
 	expect(t, code, r, http.StatusOK, "duplicate")
-	code, r = p.post("evt-compat", orderBody(orders.Created, "o-compat", 200))
+	code, r = p.post("evt-compat", orders.WebhookBody(orders.Created, "o-compat", 200))
 	expect(t, code, r, http.StatusConflict, "conflict")
 	hookbridgetest.Eventually(t, 10*time.Second, "order applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1

@@ -44,18 +44,18 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		return resp.StatusCode
 	}
 	for i := 1; i <= 5; i++ {
-		if code := send(base+"/webhooks/demo", secret, fmt.Sprintf("evt-%d", i), orderBody(orders.Created, fmt.Sprintf("o-%d", i), 100)); code != http.StatusAccepted {
+		if code := send(base+"/webhooks/demo", secret, fmt.Sprintf("evt-%d", i), orders.WebhookBody(orders.Created, fmt.Sprintf("o-%d", i), 100)); code != http.StatusAccepted {
 			t.Fatalf("event %d: status %d, want 202", i, code)
 		}
 	}
-	if code := send(base+"/webhooks/demo", secret, "evt-1", orderBody(orders.Created, "o-1", 100)); code != http.StatusOK {
+	if code := send(base+"/webhooks/demo", secret, "evt-1", orders.WebhookBody(orders.Created, "o-1", 100)); code != http.StatusOK {
 		t.Fatalf("repeat: status %d, want 200", code)
 	}
 	wrong := "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the configured secret"))
-	if code := send(base+"/webhooks/demo", wrong, "evt-6", orderBody(orders.Created, "o-6", 100)); code != http.StatusUnauthorized {
+	if code := send(base+"/webhooks/demo", wrong, "evt-6", orders.WebhookBody(orders.Created, "o-6", 100)); code != http.StatusUnauthorized {
 		t.Fatalf("wrong signature: status %d, want 401", code)
 	}
-	if code := send(base+"/webhooks/no-such-source", secret, "evt-7", orderBody(orders.Created, "o-7", 100)); code != http.StatusNotFound {
+	if code := send(base+"/webhooks/no-such-source", secret, "evt-7", orders.WebhookBody(orders.Created, "o-7", 100)); code != http.StatusNotFound {
 		t.Fatalf("unknown source: status %d, want 404", code)
 	}
 

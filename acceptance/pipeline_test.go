@@ -98,14 +98,6 @@ func startPipeline(t *testing.T, o pipelineOpts) *pipeline {
 	return &pipeline{t: t, js: js, db: db, url: srv.URL + "/webhooks/demo"}
 }
 
-func orderBody(typ, orderID string, amount int64) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"type": typ, "timestamp": "2026-11-29T12:00:00Z",
-		"data": map[string]any{"order_id": orderID, "amount_cents": amount, "currency": "EUR"},
-	})
-	return b
-}
-
 // post sends a correctly signed delivery and returns status and answer.
 func (p *pipeline) post(id string, body []byte) (int, bridge.Response) {
 	p.t.Helper()

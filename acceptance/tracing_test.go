@@ -33,7 +33,7 @@ func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	a := serveApp(t, js, db, func(s *app.Server) { s.SetTracerProvider(tp) })
 
-	req, err := hookbridgetest.NewSignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: secret, ID: "evt-t1", Time: time.Now(), Body: orderBody(orders.Created, "o-t1", 100)})
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: secret, ID: "evt-t1", Time: time.Now(), Body: orders.WebhookBody(orders.Created, "o-t1", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}
