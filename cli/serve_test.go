@@ -58,7 +58,9 @@ func TestServeWithOnlyCustomHandlersAndNoConfigStarts(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"serve"}, rt, func(code int) { t.Errorf("command line exited with %d", code) }) }()
+	go func() {
+		done <- run(ctx, []string{"serve"}, rt, func(code int) { t.Errorf("command line exited with %d", code) })
+	}()
 
 	hookbridgetest.Eventually(t, 30*time.Second, "serve started", func() bool {
 		select {
