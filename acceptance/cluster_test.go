@@ -23,9 +23,9 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // natsCluster is an in-process three-node JetStream cluster on loopback.
@@ -207,13 +207,13 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 	t.Parallel()
 	const events, senders = 300, 8
 	cluster := startCluster(t, 3)
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	_, adminJS := cluster.connect(t, 2)
 
 	// Streams at replication 3, created as soon as the cluster has a
 	// JetStream meta leader.
 	opts := stream.Options{Replicas: 3}
-	testenv.Eventually(t, 30*time.Second, "R3 streams", func() bool {
+	hookbridgetest.Eventually(t, 30*time.Second, "R3 streams", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return stream.EnsureIngress(ctx, adminJS, opts) == nil
@@ -276,7 +276,7 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 					return
 				}
 				id := fmt.Sprintf("evt-%04d", i)
-				body := orderBody(orders.Created, fmt.Sprintf("o-%04d", i), int64(100+i))
+				body := orders.WebhookBody(orders.Created, fmt.Sprintf("o-%04d", i), int64(100+i))
 				code := deliver(t, client, inst, i%2, id, body, &n503, &transportErrs)
 				if code == http.StatusOK {
 					duplicates.Add(1)
@@ -304,10 +304,10 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 	}
 
 	// Every accepted event is applied, once.
-	testenv.Eventually(t, 90*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, 90*time.Second, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= events
 	})
-	testenv.Eventually(t, 30*time.Second, "the durable consumer to drain", func() bool {
+	hookbridgetest.Eventually(t, 30*time.Second, "the durable consumer to drain", func() bool {
 		c, err := adminJS.Consumer(context.Background(), stream.Hooks, "orders")
 		if err != nil {
 			return false
@@ -362,7 +362,7 @@ func deliver(t *testing.T, client *http.Client, inst []*hbInstance, target int, 
 			t.Errorf("%s: no final answer within 60s", id)
 			return 0
 		}
-		req, err := verify.SignedRequest(context.Background(), inst[target].url, secret, id, time.Now(), body)
+		req, err := hookbridgetest.NewSignedRequest(context.Background(), inst[target].url, hookbridgetest.Delivery{Secret: secret, ID: id, Time: time.Now(), Body: body})
 		if err != nil {
 			t.Error(err)
 			return 0
@@ -394,7 +394,7 @@ func deliver(t *testing.T, client *http.Client, inst []*hbInstance, target int, 
 func hooksMsgs(t *testing.T, js jetstream.JetStream) int {
 	t.Helper()
 	var n int
-	testenv.Eventually(t, 10*time.Second, "HOOKS info", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "HOOKS info", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s, err := js.Stream(ctx, stream.Hooks)

@@ -16,8 +16,8 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestCompatibilityWithExternalNATS runs the ingress and a single-type
@@ -49,7 +49,7 @@ func TestCompatibilityWithExternalNATS(t *testing.T) {
 	if err := stream.EnsureIngress(ctx, js, stream.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 
 	v, _ := verify.NewStandardWebhooks([]string{secret}, 0)
 	id, typ := bridge.DefaultFields(verify.SchemeStandardWebhooks)
@@ -76,14 +76,14 @@ func TestCompatibilityWithExternalNATS(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 
 	p := &pipeline{t: t, db: db, url: srv.URL + "/webhooks/demo"}
-	body := orderBody(orders.Created, "o-compat", 100)
+	body := orders.WebhookBody(orders.Created, "o-compat", 100)
 	code, r := p.post("evt-compat", body)
 	expect(t, code, r, http.StatusAccepted, "accepted")
 	code, r = p.post("evt-compat", body)
 	expect(t, code, r, http.StatusOK, "duplicate")
-	code, r = p.post("evt-compat", orderBody(orders.Created, "o-compat", 200))
+	code, r = p.post("evt-compat", orders.WebhookBody(orders.Created, "o-compat", 200))
 	expect(t, code, r, http.StatusConflict, "conflict")
-	testenv.Eventually(t, 10*time.Second, "order applied", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "order applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 	})
 	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 1 {

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestMetricsCountWhatHappened runs the real serve wiring (ingress,
@@ -24,15 +23,15 @@ import (
 // pipeline drained.
 func TestMetricsCountWhatHappened(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
-	db := testenv.Postgres(t, orders.Migrations())
+	js := hookbridgetest.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	a := serveApp(t, js, db, nil)
 	base := "http://" + a.addr
 	ctx := context.Background()
 
 	send := func(url, key, id string, body []byte) int {
 		t.Helper()
-		req, err := verify.SignedRequest(ctx, url, key, id, time.Now(), body)
+		req, err := hookbridgetest.NewSignedRequest(ctx, url, hookbridgetest.Delivery{Secret: key, ID: id, Time: time.Now(), Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,25 +44,25 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 		return resp.StatusCode
 	}
 	for i := 1; i <= 5; i++ {
-		if code := send(base+"/webhooks/demo", secret, fmt.Sprintf("evt-%d", i), orderBody(orders.Created, fmt.Sprintf("o-%d", i), 100)); code != http.StatusAccepted {
+		if code := send(base+"/webhooks/demo", secret, fmt.Sprintf("evt-%d", i), orders.WebhookBody(orders.Created, fmt.Sprintf("o-%d", i), 100)); code != http.StatusAccepted {
 			t.Fatalf("event %d: status %d, want 202", i, code)
 		}
 	}
-	if code := send(base+"/webhooks/demo", secret, "evt-1", orderBody(orders.Created, "o-1", 100)); code != http.StatusOK {
+	if code := send(base+"/webhooks/demo", secret, "evt-1", orders.WebhookBody(orders.Created, "o-1", 100)); code != http.StatusOK {
 		t.Fatalf("repeat: status %d, want 200", code)
 	}
 	wrong := "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the configured secret"))
-	if code := send(base+"/webhooks/demo", wrong, "evt-6", orderBody(orders.Created, "o-6", 100)); code != http.StatusUnauthorized {
+	if code := send(base+"/webhooks/demo", wrong, "evt-6", orders.WebhookBody(orders.Created, "o-6", 100)); code != http.StatusUnauthorized {
 		t.Fatalf("wrong signature: status %d, want 401", code)
 	}
-	if code := send(base+"/webhooks/no-such-source", secret, "evt-7", orderBody(orders.Created, "o-7", 100)); code != http.StatusNotFound {
+	if code := send(base+"/webhooks/no-such-source", secret, "evt-7", orders.WebhookBody(orders.Created, "o-7", 100)); code != http.StatusNotFound {
 		t.Fatalf("unknown source: status %d, want 404", code)
 	}
 
 	// Wait until the pipeline has drained: 5 applied, 5 relayed, nothing
 	// pending anywhere.
 	var m scrape
-	testenv.Eventually(t, 20*time.Second, "the pipeline to drain", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the pipeline to drain", func() bool {
 		m = scrapeMetrics(t, base+app.MetricsPath)
 		return m.value("hookbridge_relay_rows_total", "result", "sent") == 5 &&
 			m.value("hookbridge_outbox_pending_rows") == 0 &&

@@ -20,16 +20,16 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 type pipeline struct {
 	t   *testing.T
-	js  *testenv.JetStream
-	db  *testenv.Database
+	js  *hookbridgetest.JetStream
+	db  *hookbridgetest.Database
 	url string
 }
 
@@ -45,8 +45,8 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // startPipeline runs ingress + orders consumer + conflict recorder.
 func startPipeline(t *testing.T, o pipelineOpts) *pipeline {
 	t.Helper()
-	js := testenv.NATS(t)
-	db := testenv.Postgres(t, orders.Migrations())
+	js := hookbridgetest.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	ctx, cancel := context.WithCancel(context.Background())
 	sopts := stream.Options{DuplicateWindow: o.window}
 	if err := stream.EnsureIngress(ctx, js.JS, sopts); err != nil {
@@ -98,18 +98,10 @@ func startPipeline(t *testing.T, o pipelineOpts) *pipeline {
 	return &pipeline{t: t, js: js, db: db, url: srv.URL + "/webhooks/demo"}
 }
 
-func orderBody(typ, orderID string, amount int64) []byte {
-	b, _ := json.Marshal(map[string]any{
-		"type": typ, "timestamp": "2026-11-29T12:00:00Z",
-		"data": map[string]any{"order_id": orderID, "amount_cents": amount, "currency": "EUR"},
-	})
-	return b
-}
-
 // post sends a correctly signed delivery and returns status and answer.
 func (p *pipeline) post(id string, body []byte) (int, bridge.Response) {
 	p.t.Helper()
-	req, err := verify.SignedRequest(context.Background(), p.url, secret, id, time.Now(), body)
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: id, Time: time.Now(), Body: body})
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -146,7 +138,7 @@ func (p *pipeline) counts() counts {
 func (p *pipeline) waitCounts(want counts) {
 	p.t.Helper()
 	var got counts
-	testenv.Eventually(p.t, 10*time.Second, fmt.Sprintf("counts %+v", want), func() bool {
+	hookbridgetest.Eventually(p.t, 10*time.Second, fmt.Sprintf("counts %+v", want), func() bool {
 		got = p.counts()
 		return got == want
 	})

@@ -17,8 +17,8 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestAcceptanceProtocol walks the seed's protocol in order on one
@@ -31,7 +31,7 @@ func TestAcceptanceProtocol(t *testing.T) {
 			t.Parallel()
 			window := time.Second
 			p := startPipeline(t, pipelineOpts{batchSize: bs, window: window})
-			body := orderBody(orders.Created, "o-42", 1000)
+			body := orders.WebhookBody(orders.Created, "o-42", 1000)
 
 			// 1. A new event: one inbox row, one order, one outbox row.
 			code, r := p.post("evt-42", body)
@@ -51,7 +51,7 @@ func TestAcceptanceProtocol(t *testing.T) {
 
 			// 3. Same id, different body, inside the window: 409 at the
 			// ingress, one conflict row, the order untouched.
-			changed := orderBody(orders.Created, "o-42", 9999)
+			changed := orders.WebhookBody(orders.Created, "o-42", 9999)
 			code, r = p.post("evt-42", changed)
 			expect(t, code, r, http.StatusConflict, "conflict")
 			p.waitCounts(counts{inbox: 1, orders: 1, outbox: 1, conflicts: 1})
@@ -69,7 +69,7 @@ func TestAcceptanceProtocol(t *testing.T) {
 			// 4. Same id, different body, after the window: JetStream takes
 			// it as new, the consumer's inbox finds the other hash.
 			time.Sleep(window + 200*time.Millisecond)
-			later := orderBody(orders.Created, "o-42", 7777)
+			later := orders.WebhookBody(orders.Created, "o-42", 7777)
 			code, r = p.post("evt-42", later)
 			expect(t, code, r, http.StatusAccepted, "accepted")
 			p.waitCounts(counts{inbox: 1, orders: 1, outbox: 1, conflicts: 2})
@@ -118,7 +118,7 @@ func TestFailureBeforeCommitRollsBackAndRedeliveryAppliesOnce(t *testing.T) {
 			t.Parallel()
 			var calls atomic.Int32
 			p := startPipeline(t, pipelineOpts{batchSize: bs, wrap: failOnce(&calls)})
-			code, r := p.post("evt-43", orderBody(orders.Created, "o-43", 500))
+			code, r := p.post("evt-43", orders.WebhookBody(orders.Created, "o-43", 500))
 			expect(t, code, r, http.StatusAccepted, "accepted")
 			p.waitCounts(counts{inbox: 1, orders: 1, outbox: 1})
 			if got := calls.Load(); got != 2 {
@@ -135,10 +135,10 @@ func TestFailureBeforeCommitRollsBackAndRedeliveryAppliesOnce(t *testing.T) {
 // after a failing handler, neither the inbox row nor the effect exists.
 func TestApplyRollsBackEverythingOnFailure(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	var calls atomic.Int32
 	h := failOnce(&calls)(orders.Handler("orders"))
-	ev := event("evt-1", orderBody(orders.Created, "o-1", 100))
+	ev := event("evt-1", orders.WebhookBody(orders.Created, "o-1", 100))
 	out, err := consumer.Apply(context.Background(), db.Pool, "orders", h, ev)
 	if out != consumer.Failed || err == nil {
 		t.Fatalf("first apply = %v, %v; want failed", out, err)
@@ -171,14 +171,14 @@ func event(id string, body []byte) consumer.Event {
 // the same event; the handler lingers so both are inside at once.
 func TestConcurrentApplyOneProcessedOneDuplicate(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	slow := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_sleep(0.2)"); err != nil {
 			return err
 		}
 		return orders.Handler("orders").Handle(ctx, tx, ev)
 	})
-	ev := event("evt-44", orderBody(orders.Created, "o-44", 100))
+	ev := event("evt-44", orders.WebhookBody(orders.Created, "o-44", 100))
 	var wg sync.WaitGroup
 	outcomes := make([]consumer.Outcome, 2)
 	errs := make([]error, 2)
@@ -213,7 +213,7 @@ func TestConcurrentDeliveriesAtIngress(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		p := startPipeline(t, pipelineOpts{batchSize: bs})
-		body := orderBody(orders.Created, "o-45", 100)
+		body := orders.WebhookBody(orders.Created, "o-45", 100)
 		var wg sync.WaitGroup
 		var accepted, duplicate atomic.Int32
 		for range 10 {
@@ -245,9 +245,9 @@ func TestConcurrentDeliveriesAtIngress(t *testing.T) {
 func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 	t.Parallel()
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	body := orderBody(orders.Created, "o-46", 100)
+	body := orders.WebhookBody(orders.Created, "o-46", 100)
 	signed := func(mutate func(r *http.Request)) *http.Request {
-		req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), body)
+		req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: body})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +263,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 		code int
 	}{
 		{"wrong secret", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, otherSecret, "evt-46", time.Now(), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: otherSecret, ID: "evt-46", Time: time.Now(), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"missing signature", func() *http.Request {
@@ -277,28 +277,28 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 			return req
 		}, http.StatusUnauthorized},
 		{"stale timestamp", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(-10*time.Minute), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now().Add(-10 * time.Minute), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"future timestamp", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now().Add(10*time.Minute), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now().Add(10 * time.Minute), Body: body})
 			return req
 		}, http.StatusUnauthorized},
 		{"invalid json", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"type":`))
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: []byte(`{"type":`)})
 			return req
 		}, http.StatusBadRequest},
 		{"missing type", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), []byte(`{"data":{}}`))
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: []byte(`{"data":{}}`)})
 			return req
 		}, http.StatusBadRequest},
 		{"too large", func() *http.Request {
 			big := []byte(`{"type":"order.created","pad":"` + strings.Repeat("x", 2<<20) + `"}`)
-			req, _ := verify.SignedRequest(context.Background(), p.url, secret, "evt-46", time.Now(), big)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: big})
 			return req
 		}, http.StatusRequestEntityTooLarge},
 		{"unknown source", func() *http.Request {
-			req, _ := verify.SignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), secret, "evt-46", time.Now(), body)
+			req, _ := hookbridgetest.NewSignedRequest(context.Background(), strings.Replace(p.url, "/demo", "/nope", 1), hookbridgetest.Delivery{Secret: secret, ID: "evt-46", Time: time.Now(), Body: body})
 			return req
 		}, http.StatusNotFound},
 		{"wrong method", func() *http.Request {
@@ -325,7 +325,7 @@ func TestRejectedDeliveriesPublishNothing(t *testing.T) {
 func TestWildcardTypeIsEscapedNotApplied(t *testing.T) {
 	t.Parallel()
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-46w", time.Now(), []byte(`{"type":"order.>"}`))
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-46w", Time: time.Now(), Body: []byte(`{"type":"order.>"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestBrokerDownAnswers503(t *testing.T) {
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
 	p.js.Server.Shutdown()
 	p.js.Server.WaitForShutdown()
-	req, err := verify.SignedRequest(context.Background(), p.url, secret, "evt-47", time.Now(), orderBody(orders.Created, "o-47", 1))
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), p.url, hookbridgetest.Delivery{Secret: secret, ID: "evt-47", Time: time.Now(), Body: orders.WebhookBody(orders.Created, "o-47", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestBrokerDownAnswers503(t *testing.T) {
 func TestDuplicateOfVanishedOriginalIsRetried(t *testing.T) {
 	t.Parallel()
 	p := startPipeline(t, pipelineOpts{batchSize: 1})
-	code, r := p.post("evt-48", orderBody(orders.Created, "o-48", 100))
+	code, r := p.post("evt-48", orders.WebhookBody(orders.Created, "o-48", 100))
 	expect(t, code, r, http.StatusAccepted, "accepted")
 	s, err := p.js.JS.Stream(context.Background(), stream.Hooks)
 	if err != nil {
@@ -391,7 +391,7 @@ func TestDuplicateOfVanishedOriginalIsRetried(t *testing.T) {
 	if err := s.DeleteMsg(context.Background(), r.Seq); err != nil {
 		t.Fatal(err)
 	}
-	for _, body := range [][]byte{orderBody(orders.Created, "o-48", 100), orderBody(orders.Created, "o-48", 999)} {
+	for _, body := range [][]byte{orders.WebhookBody(orders.Created, "o-48", 100), orders.WebhookBody(orders.Created, "o-48", 999)} {
 		code, r = p.post("evt-48", body)
 		if code != http.StatusServiceUnavailable || r.Status != "error" {
 			t.Fatalf("repeat of a vanished original: %d %+v, want 503", code, r)

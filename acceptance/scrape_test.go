@@ -17,7 +17,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // scrape is one parsed answer of a /metrics endpoint.
@@ -133,7 +133,7 @@ type servedApp struct {
 }
 
 // serveApp runs app.Server with every role until the test ends.
-func serveApp(t *testing.T, js *testenv.JetStream, db *testenv.Database, configure func(*app.Server)) *servedApp {
+func serveApp(t *testing.T, js *hookbridgetest.JetStream, db *hookbridgetest.Database, configure func(*app.Server)) *servedApp {
 	t.Helper()
 	env := func(k string) (string, bool) {
 		if k == "HOOKBRIDGE_DEMO_SECRET" {
@@ -179,7 +179,7 @@ func serveApp(t *testing.T, js *testenv.JetStream, db *testenv.Database, configu
 			t.Error("serve did not stop")
 		}
 	})
-	testenv.Eventually(t, 15*time.Second, "readyz", func() bool {
+	hookbridgetest.Eventually(t, 15*time.Second, "readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false

@@ -12,10 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
 
@@ -27,14 +26,14 @@ import (
 // the outbox row's headers; the EVENTS message carries the same context.
 func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
-	db := testenv.Postgres(t, orders.Migrations())
+	js := hookbridgetest.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	a := serveApp(t, js, db, func(s *app.Server) { s.SetTracerProvider(tp) })
 
-	req, err := verify.SignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", secret, "evt-t1", time.Now(), orderBody(orders.Created, "o-t1", 100))
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), "http://"+a.addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: secret, ID: "evt-t1", Time: time.Now(), Body: orders.WebhookBody(orders.Created, "o-t1", 100)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +50,7 @@ func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	}
 
 	byName := map[string]sdktrace.ReadOnlySpan{}
-	testenv.Eventually(t, 20*time.Second, "the four spans", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the four spans", func() bool {
 		for _, s := range rec.Ended() {
 			byName[s.Name()] = s
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // startFreshCluster starts a three-node JetStream cluster on loopback and
@@ -74,7 +74,7 @@ func TestTwoInstancesStartTogetherOnAFreshCluster(t *testing.T) {
 	t.Parallel()
 	urls := startFreshCluster(t)
 	t0 := time.Now()
-	db := testenv.EmptyPostgres(t)
+	db := hookbridgetest.EmptyPostgres(t)
 	var wg sync.WaitGroup
 	took := make([]time.Duration, 2)
 	logs := make([]*syncBuffer, 2)

@@ -68,9 +68,24 @@ type Config struct {
 	// Tracing: OpenTelemetry; metrics_addr above moves /metrics off http_addr.
 	Tracing TracingConfig `yaml:"tracing"`
 
+	// Selftest enables the built-in acceptance run (hookbridge selftest).
+	Selftest SelftestConfig `yaml:"selftest"`
+
 	// dir is the configuration file's directory, which relative paths in
 	// it (sql.migrations) start at; empty when not read from a file.
 	dir string
+}
+
+// SelftestConfig enables the self-test's dedicated source and consumer
+// (package selftest), named hookbridge_selftest. Its handler writes only
+// to the hookbridge_selftest schema and to events.hookbridge_selftest.*.
+type SelftestConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Secrets sign the self-test's deliveries, given as for a source; the
+	// selftest command signs with the first.
+	Secrets    stringList `yaml:"secrets"`
+	SecretEnv  stringList `yaml:"secret_env"`
+	SecretFile stringList `yaml:"secret_file"`
 }
 
 // TracingConfig configures OpenTelemetry tracing (off when no endpoint).
@@ -290,11 +305,13 @@ type Overrides struct {
 
 // Load builds the effective configuration: the YAML file at path (none
 // when path is empty), then the environment, then o, then the defaults of
-// a file without sources: the demo source and, when handlers has one named
-// "orders" and the file declares no consumers, the example orders consumer.
-// A program registering only handlers of its own therefore starts with no
-// consumer instead of failing on a handler it does not have. The result
-// is validated against handlers.
+// a file without sources (the demo source and, when handlers has one named
+// "orders" and the file declares no consumers, the example orders
+// consumer), then the self-test's source and consumer when it is enabled
+// ([Config.AddSelftest]). A program registering only handlers of its own
+// therefore starts with no consumer instead of failing on a handler it
+// does not have. The result is validated against handlers (and the
+// self-test's handler, see [WithSelftest]).
 func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) {
 	var cfg Config
 	if path != "" {
@@ -315,7 +332,8 @@ func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) 
 			cfg.Consumers = DefaultConsumers()
 		}
 	}
-	if err := cfg.Validate(env, handlers); err != nil {
+	cfg.AddSelftest()
+	if err := cfg.Validate(env, WithSelftest(cfg, handlers)); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -400,6 +418,9 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	for i := range c.Sources {
 		s := &c.Sources[i]
 		key := fmt.Sprintf("sources[%d]", i)
+		if c.Selftest.Enabled && s.Name == selftestSource {
+			key = "selftest" // added by AddSelftest from the selftest block
+		}
 		if !stream.ValidName(s.Name) {
 			bad(key+".name", "%q must be letters, digits, '-' or '_'", s.Name)
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // limitedNATS starts a NATS server listening on loopback whose JetStream
@@ -69,7 +69,7 @@ func TestRefusedConsumerStopsServe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.DatabaseURL, c.NATSURL = db.URL, url
 		c.Consumers = DefaultConsumers()

@@ -11,10 +11,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // unreachableDB is a database URL nothing listens on.
@@ -26,7 +25,7 @@ func postPadded(t *testing.T, addr, id string) (int, string) {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"type": orders.Created, "note": strings.Repeat("p", 900),
 		"data": map[string]any{"order_id": id, "amount_cents": 5, "currency": "EUR"}})
-	req, err := verify.SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: testSecret, ID: id, Time: time.Now(), Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +86,7 @@ func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	startServer(t, testConfig(t, ordersHandlers(), edit(db.URL)), ordersHandlers())
 	requireAllApplied(t, db, accepted)
 }
@@ -118,9 +117,9 @@ func postRetried(t *testing.T, addr, prefix string, n, lastAttempt int) []string
 
 // requireAllApplied waits until the inbox holds the accepted deliveries,
 // then checks it holds exactly those and an order row stands for each.
-func requireAllApplied(t *testing.T, db *testenv.Database, accepted []string) {
+func requireAllApplied(t *testing.T, db *hookbridgetest.Database, accepted []string) {
 	t.Helper()
-	testenv.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
+	hookbridgetest.Eventually(t, 30*time.Second, "every accepted delivery applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
 	})
 	time.Sleep(200 * time.Millisecond) // room for a wrong extra apply to show
@@ -174,16 +173,16 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 	if refused == 0 {
 		t.Fatalf("all %d accepted: the limit was not reached", len(accepted))
 	}
-	testenv.Eventually(t, 5*time.Second, "ingress not ready while HOOKS is full", func() bool {
+	hookbridgetest.Eventually(t, 5*time.Second, "ingress not ready while HOOKS is full", func() bool {
 		return readyStatus(t, first.addr, "?role=ingress") == http.StatusServiceUnavailable
 	})
 	if err := first.stop(); err != nil {
 		t.Fatal(err)
 	}
 
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	second := start(config(db.URL))
-	testenv.Eventually(t, 30*time.Second, "the backlog applied and the ingress ready again", func() bool {
+	hookbridgetest.Eventually(t, 30*time.Second, "the backlog applied and the ingress ready again", func() bool {
 		return readyStatus(t, second.addr, "?role=ingress") == http.StatusOK
 	})
 	// New deliveries, retried on 503 as a sender would.
@@ -223,9 +222,9 @@ func TestFullServerStoreRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	second := start(db.URL)
-	testenv.Eventually(t, 30*time.Second, "the backlog applied", func() bool {
+	hookbridgetest.Eventually(t, 30*time.Second, "the backlog applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= len(accepted)
 	})
 	accepted = append(accepted, postRetried(t, second.addr, "after", 200, 200)...)

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // A program that registers only handlers of its own and runs without a
@@ -25,7 +25,7 @@ func TestCustomHandlersStartWithoutConfigFile(t *testing.T) {
 		},
 		EventTypes: []string{"invoice.paid"},
 	}}
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	env := mapEnv(map[string]string{"HOOKBRIDGE_DEMO_SECRET": testSecret})
 	over := Overrides{HTTPAddr: "127.0.0.1:0", DatabaseURL: db.URL, DataDir: t.TempDir()}
 	cfg, err := Load("", env, over, billing)

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 func TestObservabilityConfigFromEnv(t *testing.T) {
@@ -51,7 +51,7 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 // served there and not on the webhook address.
 func TestMetricsAddrServesMetricsApart(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.MetricsAddr = "127.0.0.1:0"
 		c.NATSURL = js.URL()
@@ -75,7 +75,7 @@ func TestMetricsAddrServesMetricsApart(t *testing.T) {
 		t.Fatalf("/metrics on the webhook address: %d, want 404", code)
 	}
 	// An ingress-only instance is ready with NATS alone.
-	testenv.Eventually(t, 5*time.Second, "ready", func() bool {
+	hookbridgetest.Eventually(t, 5*time.Second, "ready", func() bool {
 		code, _ := get("http://" + addr + "/readyz")
 		return code == http.StatusOK
 	})
@@ -87,7 +87,7 @@ func TestMetricsAddrServesMetricsApart(t *testing.T) {
 // the durable consumer disappears from JetStream.
 func TestReadyzReflectsConsumerState(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	readyz := func(addr string) (int, string) {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
@@ -112,9 +112,9 @@ func TestReadyzReflectsConsumerState(t *testing.T) {
 		t.Fatalf("readyz without postgres = %d %s", code, body)
 	}
 
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	up := start(db.URL)
-	testenv.Eventually(t, 15*time.Second, "ready", func() bool {
+	hookbridgetest.Eventually(t, 15*time.Second, "ready", func() bool {
 		code, _ := readyz(up)
 		return code == http.StatusOK
 	})

@@ -61,7 +61,7 @@ type Server struct {
 
 // NewServer prepares a server; [Server.Run] starts it.
 func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, handlers: handlers, roles: map[string]bool{}, log: logger}
+	s := &Server{cfg: cfg, handlers: WithSelftest(cfg, handlers), roles: map[string]bool{}, log: logger}
 	if len(roles) == 0 {
 		roles = []string{RoleAll}
 	}
@@ -424,8 +424,10 @@ func (s *Server) migrationSets() []schema.Set {
 }
 
 // MigrationSets are the schema sets serve applies at start: hookbridge's
-// own, then those of the handlers the configured consumers use.
+// own, then those of the handlers the configured consumers use (the
+// self-test's too when it is enabled).
 func MigrationSets(cfg Config, handlers Handlers) []schema.Set {
+	handlers = WithSelftest(cfg, handlers)
 	sets := []schema.Set{schema.Core()}
 	seen := map[string]bool{}
 	for _, cc := range cfg.Consumers {

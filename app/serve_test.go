@@ -12,12 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // slowOrders is the orders handler with a pause, reporting when it starts,
@@ -46,7 +45,7 @@ func slowOrders(started chan<- struct{}) Handlers {
 func postOrder(t *testing.T, addr, id, orderID string) int {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"type": orders.Created, "data": map[string]any{"order_id": orderID, "amount_cents": 5, "currency": "EUR"}})
-	req, err := verify.SignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", testSecret, id, time.Now(), body)
+	req, err := hookbridgetest.NewSignedRequest(context.Background(), "http://"+addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: testSecret, ID: id, Time: time.Now(), Body: body})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +85,13 @@ func streamInfo(t *testing.T, js jetstream.JetStream, name string) *jetstream.St
 // and checks the apply was committed and acked: nothing is redelivered.
 func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	started := make(chan struct{}, 1)
 	handlers := slowOrders(started)
 	cfg := testConfig(t, handlers, func(c *Config) { c.DatabaseURL = db.URL })
 	srv := startServer(t, cfg, handlers)
 
-	testenv.Eventually(t, 10*time.Second, "ready", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "ready", func() bool {
 		return getStatus(t, "http://"+srv.addr+"/readyz") == http.StatusOK
 	})
 	if code := postOrder(t, srv.addr, "evt-1", "o-1"); code != http.StatusAccepted {
@@ -141,14 +140,14 @@ func TestServeAppliesAndShutsDownGracefully(t *testing.T) {
 // marked sent.
 func TestServeRelaysOutboxEvents(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	cfg := testConfig(t, ordersHandlers(), func(c *Config) { c.DatabaseURL = db.URL })
 	srv := startServer(t, cfg, ordersHandlers())
 
 	for range 2 { // the second delivery is a duplicate and must not add an event
 		postOrder(t, srv.addr, "evt-9", "o-9")
 	}
-	testenv.Eventually(t, 10*time.Second, "outbox row sent", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "outbox row sent", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'") == 1
 	})
 	info := streamInfo(t, srv.js, stream.Events)

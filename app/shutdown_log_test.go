@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // syncBuffer is a log destination safe for concurrent writers.
@@ -34,7 +34,7 @@ func (s *syncBuffer) String() string {
 // worth a warning.
 func TestCleanShutdownLogsNoDisconnect(t *testing.T) {
 	t.Parallel()
-	j := testenv.NATS(t)
+	j := hookbridgetest.NATS(t)
 	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 		c.NATSURL = j.URL()
 		c.Consumers = []ConsumerConfig{}

@@ -15,10 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // exampleSecret is the inline secret of examples/sql-consumer.
@@ -140,7 +139,7 @@ func TestSQLConsumerConfigRefuses(t *testing.T) {
 // runs in the same file.
 func TestServeSQLConsumerExample(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	cfg, err := Load("../examples/sql-consumer/hookbridge.yaml", mapEnv(nil),
 		Overrides{HTTPAddr: "127.0.0.1:0", DatabaseURL: db.URL, DataDir: t.TempDir()}, ordersHandlers())
 	if err != nil {
@@ -151,17 +150,14 @@ func TestServeSQLConsumerExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := startServer(t, cfg, ordersHandlers())
-	testenv.Eventually(t, 20*time.Second, "ready", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "ready", func() bool {
 		return getStatus(t, "http://"+srv.addr+"/readyz") == http.StatusOK
 	})
 	send := func(id, typ string, data any) []byte {
 		t.Helper()
 		d, _ := json.Marshal(data)
 		body, _ := json.Marshal(map[string]any{"type": typ, "timestamp": time.Now().UTC().Format(time.RFC3339), "data": json.RawMessage(d)})
-		req, err := verify.SignedRequest(context.Background(), "http://"+srv.addr+"/webhooks/shop", exampleSecret, id, time.Now(), body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		req := hookbridgetest.SignedRequest(t, "http://"+srv.addr+"/webhooks/shop", hookbridgetest.Delivery{Secret: exampleSecret, ID: id, Body: body})
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -176,10 +172,10 @@ func TestServeSQLConsumerExample(t *testing.T) {
 	commented := send("evt-2", "ticket.commented", map[string]any{"ticket_id": 42, "text": "still burning"})
 	send("evt-3", "ticket.closed", map[string]any{"ticket_id": 42})
 	send("evt-4", orders.Created, map[string]any{"order_id": "o-1", "amount_cents": 5, "currency": "EUR"})
-	testenv.Eventually(t, 20*time.Second, "the ticket_closed event relayed", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the ticket_closed event relayed", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'tickets:shop:evt-3' AND status = 'sent'") == 1
 	})
-	testenv.Eventually(t, 20*time.Second, "the order applied", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the order applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 	})
 	if n := db.Count(t, "SELECT count(*) FROM crm.tickets WHERE ticket_id = 42 AND state = 'closed' AND opened_event = 'evt-1'"); n != 1 {
@@ -207,7 +203,7 @@ func TestServeSQLConsumerExample(t *testing.T) {
 	// the "*" statement would fail on its primary key if it ran again.
 	last := republish(t, srv, "evt-2", "ticket.commented", commented)
 	last = max(last, republish(t, srv, "evt-2", "ticket.commented", []byte(`{"type":"ticket.commented","data":{"other":"body"}}`)))
-	testenv.Eventually(t, 20*time.Second, "the repeats acked", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the repeats acked", func() bool {
 		c, err := srv.js.Consumer(context.Background(), stream.Hooks, "tickets")
 		if err != nil {
 			t.Fatal(err)
@@ -254,7 +250,7 @@ func republish(t *testing.T, srv *runningServer, id, typ string, body []byte) ui
 // consumer, the event type and Postgres's message.
 func TestServeRefusesABadStatement(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	path := writeConfig(t, sqlSource+`
 consumers:
   - name: tickets
@@ -354,7 +350,7 @@ func TestConsumersDocExampleRuns(t *testing.T) {
 	if err := os.WriteFile(path, []byte(sqlSource+block), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	cfg, err := Load(path, mapEnv(nil), Overrides{DatabaseURL: db.URL}, ordersHandlers())
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestOldestUnackedAge reads the age of the first HOOKS message after an
@@ -18,7 +19,7 @@ import (
 // unapplied messages.
 func TestOldestUnackedAge(t *testing.T) {
 	t.Parallel()
-	j := testenv.NATS(t)
+	j := hookbridgetest.NATS(t)
 	if err := stream.EnsureIngress(context.Background(), j.JS, stream.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +27,9 @@ func TestOldestUnackedAge(t *testing.T) {
 	if age, err := oldestUnacked(ctx, j.JS, 0); err != nil || age != 0 {
 		t.Fatalf("empty stream: %v, %v; want 0", age, err)
 	}
-	j.PublishHook(t, "demo", "e-1", "order.created", testenv.OrderBody("order.created", "o-1", 1))
+	j.PublishHook(t, "demo", "e-1", "order.created", orders.WebhookBody("order.created", "o-1", 1))
 	time.Sleep(300 * time.Millisecond)
-	j.PublishHook(t, "demo", "e-2", "order.created", testenv.OrderBody("order.created", "o-2", 1))
+	j.PublishHook(t, "demo", "e-2", "order.created", orders.WebhookBody("order.created", "o-2", 1))
 	if age, err := oldestUnacked(ctx, j.JS, 0); err != nil || age < 300*time.Millisecond {
 		t.Fatalf("nothing acked: %v, %v; want the first message's age, ≥ 300ms", age, err)
 	}
@@ -41,7 +42,7 @@ func TestOldestUnackedAge(t *testing.T) {
 }
 
 // ackUpTo creates durable name on HOOKS and acks its first n messages.
-func ackUpTo(t *testing.T, j *testenv.JetStream, name string, n int) {
+func ackUpTo(t *testing.T, j *hookbridgetest.JetStream, name string, n int) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := j.JS.CreateOrUpdateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
@@ -72,7 +73,7 @@ func ackUpTo(t *testing.T, j *testenv.JetStream, name string, n int) {
 // nothing while a configured consumer has no durable yet or none exists.
 func TestTrimNeverPassesTheLowestAckFloor(t *testing.T) {
 	t.Parallel()
-	j := testenv.NATS(t)
+	j := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	if err := stream.EnsureIngress(ctx, j.JS, stream.Options{}); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestTrimNeverPassesTheLowestAckFloor(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 100 {
-		j.PublishHook(t, "demo", fmt.Sprint("e-", i), "order.created", testenv.OrderBody("order.created", fmt.Sprint("o-", i), 1))
+		j.PublishHook(t, "demo", fmt.Sprint("e-", i), "order.created", orders.WebhookBody("order.created", fmt.Sprint("o-", i), 1))
 	}
 	refused := errors.New("insufficient resources")
 	g := &storeGuard{js: j.JS, log: quietLogger(), consumers: []string{"a", "b"}, refused: func() error { return refused }}

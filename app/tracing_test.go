@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
 
@@ -50,8 +50,8 @@ func TestTracingKeepsTheSetWisePath(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tracer := tp.Tracer("test")
 
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	const n = 6
 	for i := range n {
@@ -72,7 +72,7 @@ func TestTracingKeepsTheSetWisePath(t *testing.T) {
 			t.Errorf("consumer run: %v", err)
 		}
 	})
-	testenv.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 	})
 

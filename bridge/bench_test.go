@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // benchBodyBytes is the approximate size of a benchmark delivery, near a
@@ -39,9 +39,9 @@ func benchDeliveries(b *testing.B, sc scheme, n int) []*http.Request {
 	return reqs
 }
 
-func benchHandler(b *testing.B, sc scheme) (*testenv.JetStream, *bridge.Handler) {
+func benchHandler(b *testing.B, sc scheme) (*hookbridgetest.JetStream, *bridge.Handler) {
 	b.Helper()
-	js := testenv.NATS(b) // HOOKS uses file storage
+	js := hookbridgetest.NATS(b) // HOOKS uses file storage
 	js.EnsureHooks(b)
 	h, err := bridge.New(js.JS, bridge.Options{Sources: []bridge.Source{sc.source(b)}, Logger: quietLogger()})
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // fuzzNow is the handler's fixed clock in FuzzHandler (2026-01-01Z), so
@@ -65,7 +65,7 @@ var documented = map[int]string{
 // signature that an independent computation here (crypto/hmac directly,
 // not package verify) finds valid for its source within the tolerance.
 func FuzzHandler(f *testing.F) {
-	js := testenv.NATS(f)
+	js := hookbridgetest.NATS(f)
 	js.EnsureHooks(f)
 	var sources []bridge.Source
 	for _, sc := range schemes {

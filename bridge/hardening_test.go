@@ -18,8 +18,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // held is a request whose body is being read by the handler and is not
@@ -97,7 +97,7 @@ func inPublish(t *testing.T, in *ingress, sc scheme, id string) (*nats.Subscript
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	in := serveOn(t, js.JS, bridge.Options{MaxInFlight: 1, RetryAfter: 7 * time.Second, PublishTimeout: 4 * time.Second}, sc.source(t))
 	in.js = js
 
@@ -125,7 +125,7 @@ func TestMaxInFlight(t *testing.T) {
 func TestMaxInFlightNegativeIsUnbounded(t *testing.T) {
 	t.Parallel()
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	in := serveOn(t, js.JS, bridge.Options{MaxInFlight: -1, PublishTimeout: 4 * time.Second}, sc.source(t))
 	in.js = js
 	sub, first := inPublish(t, in, sc, "evt-1")
@@ -274,9 +274,9 @@ func TestDefaultLimits(t *testing.T) {
 
 // limitedServer serves a GitHub source through bridge.NewHTTPServer with
 // limits on a real listener.
-func limitedServer(t *testing.T, limits bridge.Limits) (*testenv.JetStream, scheme, string) {
+func limitedServer(t *testing.T, limits bridge.Limits) (*hookbridgetest.JetStream, scheme, string) {
 	t.Helper()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	h, err := bridge.New(js.JS, bridge.Options{Sources: []bridge.Source{sc.source(t)}, Logger: quietLogger()})

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestPublishHealthWhileStreamFull fills a HOOKS limited to 16 KiB: the
@@ -22,7 +22,7 @@ import (
 // delivery is stored.
 func TestPublishHealthWhileStreamFull(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{MaxBytes: 16 << 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestPublishHealthWhileStreamFull(t *testing.T) {
 	if err := s.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5e9, "PublishHealth green after the purge", func() bool { return in.h.PublishHealth() == nil })
+	hookbridgetest.Eventually(t, 5e9, "PublishHealth green after the purge", func() bool { return in.h.PublishHealth() == nil })
 
 	h, body, _ := sc.sample("after")
 	sc.sign(t, sc.secrets[0], in.clock.Now(), h, body)

@@ -18,8 +18,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // hmacConfig is the generic scheme's configuration in these tests: hex
@@ -187,7 +187,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // ingress is a handler on its own embedded JetStream, served over real HTTP
 // by a server built with bridge.NewHTTPServer.
 type ingress struct {
-	js    *testenv.JetStream
+	js    *hookbridgetest.JetStream
 	h     *bridge.Handler
 	clock *clock
 	url   string // base URL, e.g. http://127.0.0.1:1234
@@ -197,7 +197,7 @@ type ingress struct {
 // for a handler over sources. opts.Sources, Logger and Now are filled in.
 func newIngress(t testing.TB, opts bridge.Options, sources ...bridge.Source) *ingress {
 	t.Helper()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	in := serveOn(t, js.JS, opts, sources...)
 	in.js = js

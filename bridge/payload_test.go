@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // sizedBody is a Standard Webhooks body of exactly n bytes whose type is
@@ -140,7 +140,7 @@ func TestBodyAtMaxBodyBytesIsStored(t *testing.T) {
 // both numbers, instead of answering 503 for the largest bodies.
 func TestNewRefusesTooSmallMaxPayload(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t) // the NATS default max_payload, 1 MiB
+	js := hookbridgetest.NATS(t) // the NATS default max_payload, 1 MiB
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	_, err := bridge.New(js.JS, bridge.Options{MaxBodyBytes: 1 << 20, Sources: []bridge.Source{sc.source(t)}})
 	if err == nil {

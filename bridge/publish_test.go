@@ -13,9 +13,9 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // serveOn serves a handler for sources on js over real HTTP.
@@ -38,7 +38,7 @@ func serveOn(t testing.TB, js jetstream.JetStream, opts bridge.Options, sources 
 // after a leader election.
 func streamsLater(t *testing.T, sc scheme, opts bridge.Options, delay time.Duration) *ingress {
 	t.Helper()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	in := serveOn(t, js.JS, opts, sc.source(t))
 	in.js = js
 	go func() {
@@ -104,7 +104,7 @@ func TestPublishWaitsForTheStream(t *testing.T) {
 // exactly once.
 func TestPublishRidesOutServerRestart(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	in := serveOn(t, js.JS, bridge.Options{PublishTimeout: 8 * time.Second}, sc.source(t))
@@ -152,7 +152,7 @@ func TestPublishRidesOutServerRestart(t *testing.T) {
 // once, not after the PublishTimeout budget.
 func TestPublishDoesNotRetryWhatCannotChange(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	if _, err := js.JS.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OTHER", Subjects: []string{stream.HooksRoot + ".>"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestConflictStaysWithinPublishTimeout: PublishTimeout bounds the whole
@@ -21,7 +21,7 @@ import (
 // conflict record (6.5 s, past what senders like GitHub wait).
 func TestConflictStaysWithinPublishTimeout(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	const budget = 4 * time.Second

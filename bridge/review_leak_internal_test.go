@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestBudgetsComeBackOnEveryPath sends requests that end every way a
@@ -24,7 +24,7 @@ import (
 // memory budget and the in-flight slots are all returned: none leaks and
 // none is given back twice.
 func TestBudgetsComeBackOnEveryPath(t *testing.T) {
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	const secret = "leak-secret"
 	gh, err := verify.NewGitHub([]string{secret})

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestDeclaredLengthDoesNotReserveMemory: a sender that declares a large
@@ -23,7 +23,7 @@ import (
 // traffic sent meanwhile must all be accepted.
 func TestDeclaredLengthDoesNotReserveMemory(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	const maxBody = 256 << 10

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestSlowSendersDoNotStarveFastOnes opens 64 connections that send a
@@ -27,7 +27,7 @@ import (
 // got 503 overloaded.)
 func TestSlowSendersDoNotStarveFastOnes(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
+	js := hookbridgetest.NATS(t)
 	js.EnsureHooks(t)
 	sc := schemeNamed(t, verify.SchemeGitHub)
 	in := serveOn(t, js.JS, bridge.Options{MaxInFlight: 8}, sc.source(t))

@@ -1,6 +1,6 @@
 // Package cli is the hookbridge command line (serve, relay, migrate,
-// send, config check, status, replay, dead-letters, conflicts) over the
-// app library.
+// send, config check, status, replay, dead-letters, conflicts, selftest)
+// over the app library.
 // cmd/hookbridge is [Main] with the built-in handlers; a team that writes
 // its own handlers builds its own main the same way, passing its
 // [app.Handlers].
@@ -45,6 +45,7 @@ type CLI struct {
 	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
 	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List or show messages consumers gave up on."`
 	Conflicts   ConflictsCmd   `cmd:"" help:"List or show events whose id came back with a different body."`
+	Selftest    SelftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
 }
 
 // osEnv is the process's environment.
@@ -61,14 +62,23 @@ type runtime struct {
 // Main runs the hookbridge command line with handlers and returns the exit
 // code: 0 on success, 1 when a command fails, 2 for a bad command line.
 func Main(args []string, handlers app.Handlers) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, args, &runtime{handlers: handlers, stdout: os.Stdout, stderr: os.Stderr, env: osEnv}, os.Exit)
+}
+
+// run is [Main] with its context, output, environment and exit (what
+// --help and a bad command line call) given, for tests.
+func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 	var cli CLI
 	parser, err := kong.New(&cli,
 		kong.Name("hookbridge"),
 		kong.Description("Bridge verified webhooks through NATS JetStream into PostgreSQL with an exactly-once effect."),
 		kong.UsageOnError(),
-		kong.Exit(func(code int) { os.Exit(code) }))
+		kong.Writers(rt.stdout, rt.stderr),
+		kong.Exit(exit))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(rt.stderr, err)
 		return 2
 	}
 	kctx, err := parser.Parse(args)
@@ -76,12 +86,9 @@ func Main(args []string, handlers app.Handlers) int {
 		parser.FatalIfErrorf(err)
 		return 2
 	}
-	rt := &runtime{handlers: handlers, stdout: os.Stdout, stderr: os.Stderr, env: osEnv}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	kctx.BindTo(ctx, (*context.Context)(nil))
 	if err := kctx.Run(&cli.Globals, rt); err != nil {
-		fmt.Fprintln(os.Stderr, "hookbridge:", err)
+		fmt.Fprintln(rt.stderr, "hookbridge:", err)
 		return 1
 	}
 	return 0

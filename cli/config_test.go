@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // configDir writes hookbridge.yaml (yaml) and migrations/0001_crm.sql in
@@ -46,7 +46,7 @@ consumers:
 // configuration with its secrets masked.
 func TestConfigCheckPassesAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	url := strings.Replace(db.URL, "postgres@", "postgres:db-password@", 1) // trust auth ignores it
 	out, err := runOps(t, "--config", configDir(t, checkConfig), "--database-url", url, "config", "check")
 	if err != nil {
@@ -73,7 +73,7 @@ func TestConfigCheckPassesAndChangesNothing(t *testing.T) {
 
 func TestConfigCheckNamesABadStatement(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	cfg := strings.Replace(checkConfig, "crm.tickets VALUES", "crm.ticket VALUES", 1)
 	out, err := runOps(t, "--config", configDir(t, cfg), "--database-url", db.URL, "config", "check")
 	want := `consumer tickets, event type ticket.opened, statement 1: ERROR: relation "crm.ticket" does not exist (SQLSTATE 42P01)`
@@ -89,8 +89,8 @@ func TestConfigCheckNamesABadStatement(t *testing.T) {
 // events with its statements, as serve would.
 func TestMigrateAndReplaySQLConsumer(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	flags := []string{"--config", configDir(t, checkConfig), "--database-url", db.URL, "--nats-url", ns.URL()}
 	if out, err := runOps(t, append(flags, "migrate")...); err != nil || !strings.Contains(out, "applied 1 migration(s)") {

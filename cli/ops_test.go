@@ -20,9 +20,9 @@ import (
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -49,10 +49,10 @@ func runOps(t *testing.T, args ...string) (string, error) {
 // noEnv is an empty environment: the tests pass every setting as a flag.
 func noEnv(string) (string, bool) { return "", false }
 
-func opsEnv(t *testing.T) (*testenv.Database, *testenv.JetStream, []string) {
+func opsEnv(t *testing.T) (*hookbridgetest.Database, *hookbridgetest.JetStream, []string) {
 	t.Helper()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	return db, ns, []string{"--database-url", db.URL, "--nats-url", ns.URL()}
 }
@@ -60,8 +60,8 @@ func opsEnv(t *testing.T) (*testenv.Database, *testenv.JetStream, []string) {
 func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 	t.Parallel()
 	db, ns, flags := opsEnv(t)
-	ns.PublishHook(t, "demo", "c1", orders.Created, testenv.OrderBody(orders.Created, "o1", 100))
-	paySeq := ns.PublishHook(t, "demo", "p1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
+	ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
+	paySeq := ns.PublishHook(t, "demo", "p1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
 	if _, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--event-id", "c1")...); err != nil {
 		t.Fatalf("replay c1: %v", err)
 	}
@@ -123,7 +123,7 @@ func TestStatusCommand(t *testing.T) {
 	db, ns, flags := opsEnv(t)
 	ctx := context.Background()
 	for i := range 3 {
-		ns.PublishHook(t, "demo", fmt.Sprintf("c%d", i), orders.Created, testenv.OrderBody(orders.Created, fmt.Sprint(i), 1))
+		ns.PublishHook(t, "demo", fmt.Sprintf("c%d", i), orders.Created, orders.WebhookBody(orders.Created, fmt.Sprint(i), 1))
 	}
 	if _, err := ns.JS.CreateOrUpdateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: "orders", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestStatusCommand(t *testing.T) {
 // a serve answers on the configured address.
 func TestStatusEmbeddedStore(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	dataDir := t.TempDir()
 	ns, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dataDir, "jetstream")})
 	if err != nil {
@@ -233,7 +233,7 @@ func TestStatusEmbeddedStore(t *testing.T) {
 
 func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	flags := []string{"--database-url", db.URL}
 	body := `{"card":"tok_visible_only_in_show"}`
@@ -301,7 +301,7 @@ func regexpLine(out, re string) bool {
 // Main answers 0 when the command succeeds and 1 when it fails.
 func TestMainExitCodes(t *testing.T) {
 	t.Parallel()
-	db := testenv.EmptyPostgres(t)
+	db := hookbridgetest.EmptyPostgres(t)
 	if code := Main([]string{"--database-url", db.URL, "migrate"}, builtin.Handlers()); code != 0 {
 		t.Fatalf("migrate exit code %d, want 0", code)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -51,7 +52,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if err != nil {
 		return fmt.Errorf("send: encode body: %w", err)
 	}
-	req, err := verify.SignedRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.ResolvedSecrets()[0], id, now, body)
+	req, err := standardRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.ResolvedSecrets()[0], id, now, body)
 	if err != nil {
 		return err
 	}
@@ -66,6 +67,24 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		return fmt.Errorf("send: %s", resp.Status)
 	}
 	return nil
+}
+
+// standardRequest builds the POST of a JSON body to url that a Standard
+// Webhooks sender makes, signed with secret at ts with id as the event id
+// (send and selftest). Tests build theirs with hookbridgetest, which the
+// product does not import.
+func standardRequest(ctx context.Context, url, secret, id string, ts time.Time, body []byte) (*http.Request, error) {
+	h, err := verify.SignHeaders(verify.SchemeStandardWebhooks, secret, id, ts, body, verify.HMACConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("sign: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header = h
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
 }
 
 func (c *SendCmd) baseURL(cfg app.Config) string {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // roundTrips counts the statements and pipelines a pool's connections
@@ -33,7 +33,7 @@ func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQ
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // tracedPool is a pool on db whose round trips are counted.
-func tracedPool(b *testing.B, db *testenv.Database, conns int32) (*pgxpool.Pool, *roundTrips) {
+func tracedPool(b *testing.B, db *hookbridgetest.Database, conns int32) (*pgxpool.Pool, *roundTrips) {
 	cfg, err := pgxpool.ParseConfig(db.URL)
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +83,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 }
 
 func benchApply(b *testing.B, workers, size int, apply applyFunc, h consumer.Handler) {
-	db := testenv.Postgres(b, accountsMigrations())
+	db := hookbridgetest.Postgres(b, accountsMigrations())
 	pool, rt := tracedPool(b, db, int32(workers))
 	ctx := context.Background()
 	var next, failed atomic.Int64

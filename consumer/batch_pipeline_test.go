@@ -13,7 +13,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestApplyBatchMatchesApplyOneByOne applies the same mixed batch with
@@ -29,19 +29,19 @@ func TestApplyBatchMatchesApplyOneByOne(t *testing.T) {
 		return consumer.Event{Source: "demo", ID: id, Type: typ, Body: body, BodySHA256: sha256.Sum256(body), StreamSeq: 1, NumDelivered: 1}
 	}
 	created := func(id, order string, amount int64) consumer.Event {
-		return ev(id, orders.Created, testenv.OrderBody(orders.Created, order, amount))
+		return ev(id, orders.Created, orders.WebhookBody(orders.Created, order, amount))
 	}
 	earlier := []consumer.Event{created("e-dup", "o-dup", 100), created("e-conflict", "o-conflict", 100)}
 	batch := []consumer.Event{
 		created("e-1", "o-1", 100),
-		created("e-dup", "o-dup", 100),                                            // exact repeat: duplicate
-		created("e-conflict", "o-conflict", 999),                                  // changed body: conflict
-		created("e-boom", "o-boom", 100),                                          // handler writes, then fails
-		ev("e-bad", orders.Created, []byte(`{"type":"order.created"}`)),           // permanent
-		ev("e-paid", orders.Paid, testenv.OrderBody(orders.Paid, "o-unknown", 1)), // unknown order
+		created("e-dup", "o-dup", 100),                                             // exact repeat: duplicate
+		created("e-conflict", "o-conflict", 999),                                   // changed body: conflict
+		created("e-boom", "o-boom", 100),                                           // handler writes, then fails
+		ev("e-bad", orders.Created, []byte(`{"type":"order.created"}`)),            // permanent
+		ev("e-paid", orders.Paid, orders.WebhookBody(orders.Paid, "o-unknown", 1)), // unknown order
 		created("e-2", "o-2", 200),
-		created("e-2", "o-2", 200),                                         // twice in one batch
-		ev("e-3", orders.Paid, testenv.OrderBody(orders.Paid, "o-1", 100)), // pays o-1 of this batch
+		created("e-2", "o-2", 200),                                          // twice in one batch
+		ev("e-3", orders.Paid, orders.WebhookBody(orders.Paid, "o-1", 100)), // pays o-1 of this batch
 	}
 	boom := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, e consumer.Event) error {
 		if err := orders.Handler("orders").Handle(ctx, tx, e); err != nil {
@@ -58,7 +58,7 @@ func TestApplyBatchMatchesApplyOneByOne(t *testing.T) {
 		rows     []string
 	}
 	run := func(batched bool) state {
-		db := testenv.Postgres(t, orders.Migrations())
+		db := hookbridgetest.Postgres(t, orders.Migrations())
 		for _, e := range earlier {
 			if out, err := consumer.Apply(ctx, db.Pool, "orders", boom, e); out != consumer.Processed || err != nil {
 				t.Fatalf("apply %s: %v %v", e.ID, out, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestConflictRecorderDecodesEventType: the ingress percent-encodes a
@@ -20,8 +20,8 @@ import (
 // Postgres text cannot hold, which keeps its encoded spelling.
 func TestConflictRecorderDecodesEventType(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	cases := map[string]struct{ typ, want string }{
 		"tab":     {"deploy:\tstaging", "deploy:\tstaging"},
@@ -55,7 +55,7 @@ func TestConflictRecorderDecodesEventType(t *testing.T) {
 			t.Errorf("recorder run: %v", err)
 		}
 	})
-	testenv.Eventually(t, 10*time.Second, "every conflict recorded", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "every conflict recorded", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.conflicts") == len(cases)
 	})
 	for id, c := range cases {

@@ -12,12 +12,12 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // consumerInfo reads the durable consumer's state from the server.
-func numAckPending(t *testing.T, ns *testenv.JetStream, name string) (ackPending int, redelivered int) {
+func numAckPending(t *testing.T, ns *hookbridgetest.JetStream, name string) (ackPending int, redelivered int) {
 	t.Helper()
 	c, err := ns.JS.Consumer(context.Background(), stream.Hooks, name)
 	if err != nil {
@@ -33,8 +33,8 @@ func numAckPending(t *testing.T, ns *testenv.JetStream, name string) (ackPending
 func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t)
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		calls := 0
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
@@ -45,7 +45,7 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 			MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}})
 		seq := ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{"x":1}`))
 
-		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		// Give a (wrong) redelivery time to happen before counting.
@@ -84,14 +84,14 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		startConsumer(t, db, ns, bs, ordersOptions("orders", 3))
 
 		start := time.Now()
-		ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
-		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
+		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		// Two naks of 50 ms each come before the third delivery fails.
@@ -114,8 +114,8 @@ func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 func TestUnusableMessageIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t)
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error { return nil })
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "c1", EventTypes: []string{"thing.done"}, Handler: h})
@@ -126,7 +126,7 @@ func TestUnusableMessageIsDeadLettered(t *testing.T) {
 		if _, err := ns.JS.PublishMsg(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
-		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'unusable' AND source = 'demo' AND event_id = ''") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
@@ -137,7 +137,7 @@ func TestUnusableMessageIsDeadLettered(t *testing.T) {
 
 func TestRecordDeadLetterIsIdempotent(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	d := consumer.DeadLetter{Consumer: "c", Source: "s", EventID: "e", EventType: "t", StreamSeq: 7, Deliveries: 3,
 		Reason: consumer.ReasonMaxDeliver, LastError: "dial postgres://user:hunter2@db:5432/x failed\nsecond line", Body: []byte("b")}

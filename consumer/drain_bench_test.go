@@ -16,8 +16,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // outcomeCount is a Tracer that counts acked outcomes.
@@ -87,8 +87,8 @@ func BenchmarkConsumerDrain(b *testing.B) {
 }
 
 func benchDrain(b *testing.B, opts consumer.Options) {
-	db := testenv.Postgres(b, accountsMigrations())
-	ns := testenv.NATS(b)
+	db := hookbridgetest.Postgres(b, accountsMigrations())
+	ns := hookbridgetest.NATS(b)
 	ns.EnsureHooks(b)
 	// Publish the backlog asynchronously: the drain, not the publish, is
 	// measured.

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // batchGen makes random batches of account events: new accounts, charges
@@ -156,7 +156,7 @@ func outcomeClass(out consumer.Outcome, err error) string {
 
 // dumpTables lists every row the apply path or the handler writes, in a
 // stable order; the outbox also in commit order per ordering key.
-func dumpTables(t *testing.T, db *testenv.Database) map[string]string {
+func dumpTables(t *testing.T, db *hookbridgetest.Database) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for name, q := range map[string]string{
@@ -193,7 +193,7 @@ func dumpTables(t *testing.T, db *testenv.Database) map[string]string {
 // located culprit and with savepoints all run.
 func TestSetwiseMatchesPerEventRandomized(t *testing.T) {
 	t.Parallel()
-	seed := testenv.Seed(t)
+	seed := hookbridgetest.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED repeats it)", seed)
 	handlers := []struct {
 		name string
@@ -217,8 +217,8 @@ func TestSetwiseMatchesPerEventRandomized(t *testing.T) {
 				}
 				batch := g.batch(size)
 
-				setDB, oneDB := testenv.Postgres(t, accountsMigrations()), testenv.Postgres(t, accountsMigrations())
-				for _, db := range []*testenv.Database{setDB, oneDB} {
+				setDB, oneDB := hookbridgetest.Postgres(t, accountsMigrations()), hookbridgetest.Postgres(t, accountsMigrations())
+				for _, db := range []*hookbridgetest.Database{setDB, oneDB} {
 					for _, ev := range before {
 						if out, err := consumer.Apply(ctx, db.Pool, "accounts", accountsHandler(), ev); out != consumer.Processed {
 							t.Fatalf("setup %s: %v %v", ev.ID, out, err)
@@ -258,7 +258,7 @@ func TestSetwiseMatchesPerEventRandomized(t *testing.T) {
 // publishEvent publishes ev to HOOKS as the ingress would, with a
 // de-duplication id of its own per stream message, so that repeats reach
 // the consumer instead of being dropped by JetStream's duplicate window.
-func publishEvent(t *testing.T, ns *testenv.JetStream, ev consumer.Event, n int) {
+func publishEvent(t *testing.T, ns *hookbridgetest.JetStream, ev consumer.Event, n int) {
 	t.Helper()
 	msg := nats.NewMsg(stream.HookSubject(ev.Source, ev.Type))
 	msg.Data = ev.Body
@@ -272,7 +272,7 @@ func publishEvent(t *testing.T, ns *testenv.JetStream, ev consumer.Event, n int)
 
 // settled reports whether the durable consumer has nothing pending and
 // nothing unacknowledged: every message was acked or terminated.
-func settled(t *testing.T, ns *testenv.JetStream, name string) bool {
+func settled(t *testing.T, ns *hookbridgetest.JetStream, name string) bool {
 	t.Helper()
 	c, err := ns.JS.Consumer(context.Background(), stream.Hooks, name)
 	if err != nil {
@@ -297,18 +297,18 @@ func settled(t *testing.T, ns *testenv.JetStream, name string) bool {
 // errors).
 func TestConsumerBatchSizesAgreeRandomized(t *testing.T) {
 	t.Parallel()
-	seed := testenv.Seed(t)
+	seed := hookbridgetest.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED repeats it)", seed)
 	g := &batchGen{r: rand.New(rand.NewPCG(seed, 99)), inOrder: true}
 	evs := append(g.setup(10), g.batch(600)...)
 
 	type run struct {
-		db *testenv.Database
-		ns *testenv.JetStream
+		db *hookbridgetest.Database
+		ns *hookbridgetest.JetStream
 	}
 	runs := map[int]run{}
 	for _, bs := range batchSizes {
-		r := run{db: testenv.Postgres(t, accountsMigrations()), ns: testenv.NATS(t)}
+		r := run{db: hookbridgetest.Postgres(t, accountsMigrations()), ns: hookbridgetest.NATS(t)}
 		r.ns.EnsureHooks(t)
 		for i, ev := range evs {
 			publishEvent(t, r.ns, ev, i)
@@ -319,11 +319,11 @@ func TestConsumerBatchSizesAgreeRandomized(t *testing.T) {
 		runs[bs] = r
 	}
 	for bs, r := range runs {
-		testenv.Eventually(t, 120*time.Second, fmt.Sprintf("batch %d: every message acked or terminated", bs), func() bool {
+		hookbridgetest.Eventually(t, 120*time.Second, fmt.Sprintf("batch %d: every message acked or terminated", bs), func() bool {
 			return settled(t, r.ns, "accounts")
 		})
 	}
-	dump := func(db *testenv.Database) map[string]string {
+	dump := func(db *hookbridgetest.Database) map[string]string {
 		rows := dumpTables(t, db)
 		// Which charge of an account applies last depends on delivery
 		// order, which JetStream does not keep exactly (a message the

@@ -2,8 +2,10 @@ package consumer
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ApplyBatchSavepoints applies evs as batches were applied before the
@@ -24,3 +26,25 @@ func ApplyBatchSavepoints(ctx context.Context, pool *pgxpool.Pool, consumer stri
 	}
 	return results
 }
+
+// Decision is what [Consumer.Process] decided for one message: nak with
+// Delay, or not.
+type Decision struct {
+	Nak   bool
+	Delay time.Duration
+}
+
+// Process applies msgs as the runner does and returns what it would do
+// with each, without acking or nak'ing them.
+func (c *Consumer) Process(ctx context.Context, msgs []jetstream.Msg) []Decision {
+	actions := c.process(ctx, msgs)
+	out := make([]Decision, len(actions))
+	for i, a := range actions {
+		out[i] = Decision{Nak: a.kind == nak, Delay: a.delay}
+	}
+	return out
+}
+
+// IntakeClosed reports whether the consumer paused its intake (the
+// database failed).
+func (c *Consumer) IntakeClosed() bool { return c.gate.closed.Load() }

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // recordingBatch is a BatchHandler that records its calls.
@@ -47,7 +47,7 @@ func (r recordingBatch) note(s string) {
 // and a charge between two openings sees the first only.
 func TestMuxHandleBatchAppliesRunsInStreamOrder(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, accountsMigrations())
+	db := hookbridgetest.Postgres(t, accountsMigrations())
 	var mu sync.Mutex
 	var calls []string
 	perEvent := accountsHandler()
@@ -85,7 +85,7 @@ func TestMuxHandleBatchAppliesRunsInStreamOrder(t *testing.T) {
 // is an error, and every other event of the batch is applied.
 func TestBatchHandlerPanicFailsOnlyItsEvent(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, accountsMigrations())
+	db := hookbridgetest.Postgres(t, accountsMigrations())
 	var evs []consumer.Event
 	for i := range 100 {
 		b := accountBody{Account: fmt.Sprintf("a%d", i), Amount: 1}
@@ -118,8 +118,8 @@ func TestBatchHandlerPanicFailsOnlyItsEvent(t *testing.T) {
 func TestMuxRoutesSpellingsOfOneSubject(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t)
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		var mu sync.Mutex
 		got := map[string][]string{} // registered type → event types it handled
@@ -137,7 +137,7 @@ func TestMuxRoutesSpellingsOfOneSubject(t *testing.T) {
 		for i, typ := range []string{"orders/create", "orders.create", "shop/items.update", "deploy:staging"} {
 			ns.PublishHook(t, "shop", fmt.Sprintf("e%d", i), typ, []byte(`{}`))
 		}
-		testenv.Eventually(t, 10*time.Second, "every event applied", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); n != 0 {

@@ -1,4 +1,4 @@
-package consumer
+package consumer_test
 
 import (
 	"context"
@@ -16,8 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // hungProxy forwards TCP connections to Postgres until it is frozen; from
@@ -103,7 +104,7 @@ func (p *hungProxy) close() {
 }
 
 // poolVia is a pool for db's database that connects through addr.
-func poolVia(t *testing.T, db *testenv.Database, addr string) *pgxpool.Pool {
+func poolVia(t *testing.T, db *hookbridgetest.Database, addr string) *pgxpool.Pool {
 	t.Helper()
 	u, err := url.Parse(db.URL)
 	if err != nil {
@@ -124,7 +125,7 @@ func poolVia(t *testing.T, db *testenv.Database, addr string) *pgxpool.Pool {
 }
 
 // fetchHooks publishes n events and fetches them as one consumer would.
-func fetchHooks(t *testing.T, ns *testenv.JetStream, n int) []jetstream.Msg {
+func fetchHooks(t *testing.T, ns *hookbridgetest.JetStream, n int) []jetstream.Msg {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
@@ -162,14 +163,14 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 		for _, when := range []string{"never-answers", "freezes-mid-batch"} {
 			t.Run(fmt.Sprintf("handler=%s/%s", kind, when), func(t *testing.T) {
 				t.Parallel()
-				db := testenv.Postgres(t)
-				ns := testenv.NATS(t)
+				db := hookbridgetest.Postgres(t)
+				ns := hookbridgetest.NATS(t)
 				ns.EnsureHooks(t)
 				proxy := startHungProxy(t, "127.0.0.1:5432")
 				pool := poolVia(t, db, proxy.ln.Addr().String())
 				t.Cleanup(proxy.close) // before the pool closes: it would wait on the frozen connections
 				var calls atomic.Int32
-				var h Handler = HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev Event) error {
+				var h consumer.Handler = consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 					calls.Add(1)
 					proxy.freeze()
 					_, err := tx.Exec(ctx, "SELECT 1")
@@ -183,8 +184,8 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 				} else if err := pool.Ping(context.Background()); err != nil {
 					t.Fatal(err) // one live connection, so the batch does begin
 				}
-				c, err := New(pool, ns.JS, Options{Name: "hung", EventTypes: []string{"thing.done"}, Handler: h,
-					BatchSize: DefaultBatchSize, HandlerTimeout: timeout, MaxDeliver: 2, Backoff: []time.Duration{7 * time.Second},
+				c, err := consumer.New(pool, ns.JS, consumer.Options{Name: "hung", EventTypes: []string{"thing.done"}, Handler: h,
+					BatchSize: consumer.DefaultBatchSize, HandlerTimeout: timeout, MaxDeliver: 2, Backoff: []time.Duration{7 * time.Second},
 					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 				if err != nil {
 					t.Fatal(err)
@@ -192,15 +193,15 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 				msgs := fetchHooks(t, ns, n)
 
 				start := time.Now()
-				actions := c.process(context.Background(), msgs)
+				actions := c.Process(context.Background(), msgs)
 				elapsed := time.Since(start)
 
 				for i, a := range actions {
-					if a.kind != nak || a.delay != 7*time.Second {
+					if !a.Nak || a.Delay != 7*time.Second {
 						t.Errorf("message %d: action %+v, want nak after the 7s backoff", i, a)
 					}
 				}
-				if !c.gate.closed.Load() {
+				if !c.IntakeClosed() {
 					t.Error("intake gate still open after the database hung")
 				}
 				// One handler timeout for the batch, one for the ping that
@@ -222,12 +223,12 @@ func TestHungDatabaseNaksTheWholeBatchAtOnce(t *testing.T) {
 
 // freezingBatch is a BatchHandler whose HandleBatch partitions the network.
 type freezingBatch struct {
-	Handler
+	consumer.Handler
 	calls  *atomic.Int32
 	freeze func()
 }
 
-func (f freezingBatch) HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error {
+func (f freezingBatch) HandleBatch(ctx context.Context, tx pgx.Tx, evs []consumer.Event) error {
 	f.calls.Add(1)
 	f.freeze()
 	_, err := tx.Exec(ctx, "SELECT 1")

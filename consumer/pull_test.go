@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestBusyWorkersDropNoMessages: while every worker is busy for longer
@@ -24,8 +24,8 @@ import (
 // every event must be applied on its first delivery.
 func TestBusyWorkersDropNoMessages(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 
 	var slow atomic.Int64
@@ -66,11 +66,11 @@ func TestBusyWorkersDropNoMessages(t *testing.T) {
 		}
 		return nil
 	})
-	startConsumer(t, db, &testenv.JetStream{Server: ns.Server, Conn: nc, JS: js}, 4, consumer.Options{
+	startConsumer(t, db, &hookbridgetest.JetStream{Server: ns.Server, Conn: nc, JS: js}, 4, consumer.Options{
 		Name: "busy", EventTypes: []string{"thing.done"}, Handler: h,
 		Concurrency: 1, AckWait: 30 * time.Second,
 	})
-	testenv.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
+	hookbridgetest.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
 	// A backlog arrives while the worker is busy, more than the pull
 	// window, then events keep trickling in, as under load.
 	for i := range backlog {
@@ -81,7 +81,7 @@ func TestBusyWorkersDropNoMessages(t *testing.T) {
 		time.Sleep(7 * time.Second / trickle)
 	}
 	close(release)
-	testenv.Eventually(t, 20*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1+backlog+trickle
 	})
 	mu.Lock()

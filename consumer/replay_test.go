@@ -13,13 +13,13 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 var orderTypes = []string{orders.Created, orders.Paid, orders.Cancelled}
 
-func replay(t *testing.T, db *testenv.Database, ns *testenv.JetStream, o consumer.ReplayOptions) consumer.ReplaySummary {
+func replay(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, o consumer.ReplayOptions) consumer.ReplaySummary {
 	t.Helper()
 	if o.Consumer == "" {
 		o.Consumer = "orders"
@@ -39,7 +39,7 @@ func replay(t *testing.T, db *testenv.Database, ns *testenv.JetStream, o consume
 }
 
 // tableCounts is a fingerprint of every table a replay could change.
-func tableCounts(t *testing.T, db *testenv.Database) string {
+func tableCounts(t *testing.T, db *hookbridgetest.Database) string {
 	t.Helper()
 	return fmt.Sprintf("inbox=%d orders=%d versions=%d outbox=%d conflicts=%d dead=%d unresolved=%d",
 		db.Count(t, "SELECT count(*) FROM hookbridge.inbox"),
@@ -57,20 +57,20 @@ func tableCounts(t *testing.T, db *testenv.Database) string {
 func TestReplayDeadLetterAppliesOnceAfterCause(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		startConsumer(t, db, ns, bs, ordersOptions("orders", 3))
 
-		paySeq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
-		testenv.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		paySeq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
+		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
 			t.Fatalf("orders = %d before order.created", n)
 		}
-		ns.PublishHook(t, "demo", "create-1", orders.Created, testenv.OrderBody(orders.Created, "o1", 100))
-		testenv.Eventually(t, 10*time.Second, "order created", func() bool {
+		ns.PublishHook(t, "demo", "create-1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
+		hookbridgetest.Eventually(t, 10*time.Second, "order created", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'created'") == 1
 		})
 
@@ -123,16 +123,16 @@ func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		const n = 250 // orders; each has order.created and order.paid
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		opts := ordersOptions("orders", 0)
 		startConsumer(t, db, ns, bs, opts)
 		for i := range n {
 			id := fmt.Sprintf("o%03d", i)
-			ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
+			ns.PublishHook(t, "demo", "c-"+id, orders.Created, orders.WebhookBody(orders.Created, id, 100))
 		}
-		testenv.Eventually(t, 30*time.Second, "orders created", func() bool {
+		hookbridgetest.Eventually(t, 30*time.Second, "orders created", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == n
 		})
 		time.Sleep(10 * time.Millisecond) // stream timestamps of the two halves differ
@@ -140,12 +140,12 @@ func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 		var firstPaySeq uint64
 		for i := range n {
 			id := fmt.Sprintf("o%03d", i)
-			seq := ns.PublishHook(t, "demo", "p-"+id, orders.Paid, testenv.OrderBody(orders.Paid, id, 100))
+			seq := ns.PublishHook(t, "demo", "p-"+id, orders.Paid, orders.WebhookBody(orders.Paid, id, 100))
 			if i == 0 {
 				firstPaySeq = seq
 			}
 		}
-		testenv.Eventually(t, 30*time.Second, "orders paid", func() bool {
+		hookbridgetest.Eventually(t, 30*time.Second, "orders paid", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'paid'") == n
 		})
 		want := fmt.Sprintf("inbox=%d orders=%d versions=%d outbox=%d conflicts=0 dead=0 unresolved=0", 2*n, n, 2*n, 2*n)
@@ -192,15 +192,15 @@ func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 // without writing; the real replay then does exactly what it announced.
 func TestReplayDryRunReportsWithoutApplying(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
-	ns.PublishHook(t, "demo", "c1", orders.Created, testenv.OrderBody(orders.Created, "o1", 100))
-	ns.PublishHook(t, "demo", "c2", orders.Created, testenv.OrderBody(orders.Created, "o2", 200))
+	ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
+	ns.PublishHook(t, "demo", "c2", orders.Created, orders.WebhookBody(orders.Created, "o2", 200))
 	// The same event id again with another body, past the duplicate window
 	// (another Nats-Msg-Id): a conflict once c1 is applied.
 	msg := nats.NewMsg(stream.HookSubject("demo", orders.Created))
-	msg.Data = testenv.OrderBody(orders.Created, "o1", 999)
+	msg.Data = orders.WebhookBody(orders.Created, "o1", 999)
 	msg.Header.Set(stream.HeaderSource, "demo")
 	msg.Header.Set(stream.HeaderEventID, "c1")
 	msg.Header.Set(stream.HeaderEventType, orders.Created)
@@ -238,10 +238,10 @@ func TestReplayDryRunReportsWithoutApplying(t *testing.T) {
 // stays unresolved.
 func TestReplayMissingDeadLetter(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, orders.Migrations())
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t, orders.Migrations())
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
-	seq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, testenv.OrderBody(orders.Paid, "o1", 100))
+	seq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
 	err := consumer.RecordDeadLetter(context.Background(), db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo",
 		EventID: "pay-1", EventType: orders.Paid, StreamSeq: seq, Deliveries: 3, Reason: consumer.ReasonMaxDeliver, LastError: "x"})
 	if err != nil {

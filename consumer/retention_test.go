@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 func TestPruneInboxDeletesOnlyOldRows(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	// 2,500 old rows (more than one batch) and 10 recent ones.
 	if _, err := db.Pool.Exec(ctx, `

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // batchSizes are the batch sizes every consumer test runs at: the
@@ -36,7 +36,7 @@ func forBatchSizes(t *testing.T, f func(t *testing.T, bs int)) {
 
 // startConsumer runs a consumer with batch size bs until the test ends;
 // the test fails if Run returns an error.
-func startConsumer(t *testing.T, db *testenv.Database, ns *testenv.JetStream, bs int, opts consumer.Options) {
+func startConsumer(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, bs int, opts consumer.Options) {
 	t.Helper()
 	opts.BatchSize = bs
 	if opts.Logger == nil {
@@ -60,9 +60,9 @@ func startConsumer(t *testing.T, db *testenv.Database, ns *testenv.JetStream, bs
 // startThingDone runs a consumer named name for "thing.done" at batch
 // size bs with handler h, max_deliver maxDeliver and a 20ms backoff, then
 // publishes one such event (id e1, body {}).
-func startThingDone(t *testing.T, db *testenv.Database, bs int, name string, maxDeliver int, h consumer.Handler) {
+func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name string, maxDeliver int, h consumer.Handler) {
 	t.Helper()
-	ns := testenv.NATS(t)
+	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	startConsumer(t, db, ns, bs, consumer.Options{
 		Name: name, EventTypes: []string{"thing.done"}, Handler: h,
@@ -114,7 +114,7 @@ func TestIsTransient(t *testing.T) {
 func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
+		db := hookbridgetest.Postgres(t)
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 			if calls.Add(1) <= 6 {
@@ -123,7 +123,7 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "flaky", 2, h)
-		testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := calls.Load(); n != 7 {
@@ -143,7 +143,7 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
+		db := hookbridgetest.Postgres(t)
 		var calls atomic.Int64
 		counted := make(chan int, 16) // failures counted when each call began
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
@@ -159,7 +159,7 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 			return errors.New("ordinary failure")
 		})
 		startThingDone(t, db, bs, "budget", 3, h)
-		testenv.Eventually(t, 20*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, 20*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		time.Sleep(300 * time.Millisecond) // a wrong redelivery would show now
@@ -188,7 +188,7 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 func TestFailureCounterGoesWithTheApply(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
+		db := hookbridgetest.Postgres(t)
 		var calls atomic.Int64
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 			if calls.Add(1) <= 2 {
@@ -197,7 +197,7 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "heal", 5, h)
-		testenv.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_failures"); n != 0 {
@@ -218,9 +218,9 @@ type terminator struct {
 	rounds atomic.Int64
 }
 
-func terminateBackends(t *testing.T, db *testenv.Database, interval time.Duration) *terminator {
+func terminateBackends(t *testing.T, db *hookbridgetest.Database, interval time.Duration) *terminator {
 	t.Helper()
-	admin, err := pgx.Connect(context.Background(), testenv.AdminURL())
+	admin, err := pgx.Connect(context.Background(), hookbridgetest.AdminURL())
 	if err != nil {
 		t.Fatalf("admin connection: %v", err)
 	}
@@ -269,8 +269,8 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		const n = 1000
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		opts := ordersOptions("orders", 2)
 		logs := &countingHandler{}
@@ -280,12 +280,12 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 		tm := terminateBackends(t, db, 100*time.Millisecond)
 		for i := range n {
 			id := fmt.Sprintf("o%04d", i)
-			ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
+			ns.PublishHook(t, "demo", "c-"+id, orders.Created, orders.WebhookBody(orders.Created, id, 100))
 			if i%100 == 99 {
 				time.Sleep(50 * time.Millisecond) // spread the run over many terminations
 			}
 		}
-		testenv.Eventually(t, 120*time.Second, "all applied under terminations", func() bool {
+		hookbridgetest.Eventually(t, 120*time.Second, "all applied under terminations", func() bool {
 			return countRetrying(t, db, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
 		// halt returns after the last round of terminations.
@@ -346,7 +346,7 @@ func (h *countingHandler) count(msg string) int {
 
 // freshCounter opens a connection of its own to db and returns a function
 // that runs count(*) queries on it; the connection closes with the test.
-func freshCounter(t *testing.T, db *testenv.Database) func(query string) int {
+func freshCounter(t *testing.T, db *hookbridgetest.Database) func(query string) int {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), db.URL)
 	if err != nil {
@@ -365,7 +365,7 @@ func freshCounter(t *testing.T, db *testenv.Database) func(query string) int {
 
 // countRetrying counts while backends are being terminated: a query that
 // hits a terminated connection is simply tried again.
-func countRetrying(t *testing.T, db *testenv.Database, query string) int {
+func countRetrying(t *testing.T, db *hookbridgetest.Database, query string) int {
 	t.Helper()
 	for {
 		var n int
@@ -387,8 +387,8 @@ func TestOutagePausesIntake(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
 		const n = 50
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		logs := &countingHandler{}
 		opts := ordersOptions("orders", 2)
@@ -397,15 +397,15 @@ func TestOutagePausesIntake(t *testing.T) {
 		publish := func(from int) {
 			for i := from; i < from+n; i++ {
 				id := fmt.Sprintf("o%03d", i)
-				ns.PublishHook(t, "demo", "c-"+id, orders.Created, testenv.OrderBody(orders.Created, id, 100))
+				ns.PublishHook(t, "demo", "c-"+id, orders.Created, orders.WebhookBody(orders.Created, id, 100))
 			}
 		}
 		publish(0)
-		testenv.Eventually(t, 30*time.Second, "first half applied", func() bool {
+		hookbridgetest.Eventually(t, 30*time.Second, "first half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
 
-		admin, err := pgx.Connect(context.Background(), testenv.AdminURL())
+		admin, err := pgx.Connect(context.Background(), hookbridgetest.AdminURL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +427,7 @@ func TestOutagePausesIntake(t *testing.T) {
 		paused := logs.count("postgres unreachable; intake paused")
 		setConnections(true)
 
-		testenv.Eventually(t, 30*time.Second, "second half applied", func() bool {
+		hookbridgetest.Eventually(t, 30*time.Second, "second half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 2*n
 		})
 		if got := db.Count(t, "SELECT count(*) FROM demo.orders"); got != 2*n {

@@ -12,11 +12,11 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 func reviewEvent(id string, seq uint64) consumer.Event {
-	body := testenv.OrderBody(orders.Created, "o-"+id, 100)
+	body := orders.WebhookBody(orders.Created, "o-"+id, 100)
 	return consumer.Event{Source: "demo", ID: id, Type: orders.Created, Body: body, BodySHA256: sha256.Sum256(body),
 		StreamSeq: seq, NumDelivered: 1}
 }
@@ -42,7 +42,7 @@ func TestSetwiseTransientHandlerErrorFailsOnlyItsEvent(t *testing.T) {
 		evs = append(evs, reviewEvent(fmt.Sprintf("e-%d", i), uint64(i+1)))
 	}
 	for _, mode := range []string{"per-event", "set-wise"} {
-		db := testenv.Postgres(t, orders.Migrations())
+		db := hookbridgetest.Postgres(t, orders.Migrations())
 		var outs []consumer.Result
 		if mode == "set-wise" {
 			outs = consumer.ApplyBatch(ctx, db.Pool, "orders", h, evs)
@@ -76,7 +76,7 @@ func TestSetwiseTransientHandlerErrorFailsOnlyItsEvent(t *testing.T) {
 func TestFailureCountDuringConcurrentApplyLeavesNoCounter(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.Postgres(t, orders.Migrations())
+	db := hookbridgetest.Postgres(t, orders.Migrations())
 	ev := reviewEvent("e-race", 7)
 	ev.NumDelivered = 2
 	inner := orders.Handler("orders")
@@ -120,7 +120,7 @@ func TestEmptyBodyConflictMatchesSetwise(t *testing.T) {
 	orig := consumer.Event{Source: "demo", ID: "e-empty", Type: "t", Body: []byte("x"), BodySHA256: sha256.Sum256([]byte("x")), StreamSeq: 1, NumDelivered: 1}
 	empty := consumer.Event{Source: "demo", ID: "e-empty", Type: "t", BodySHA256: sha256.Sum256(nil), StreamSeq: 2, NumDelivered: 1}
 	for _, setwise := range []bool{false, true} {
-		db := testenv.Postgres(t)
+		db := hookbridgetest.Postgres(t)
 		if out, err := consumer.Apply(ctx, db.Pool, "c", h, orig); out != consumer.Processed {
 			t.Fatalf("apply: %v %v", out, err)
 		}

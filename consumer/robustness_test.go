@@ -10,8 +10,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // TestHandlerPanicFailsOnlyThatDelivery: a panicking handler is a failed
@@ -20,8 +20,8 @@ import (
 func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		var calls atomic.Int32
 		inner := orders.Handler("panicky")
@@ -34,8 +34,8 @@ func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 		})
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "panicky", EventTypes: []string{orders.Created}, Handler: h,
 			Backoff: []time.Duration{20 * time.Millisecond}, AckWait: time.Second})
-		ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 10))
-		testenv.Eventually(t, 10*time.Second, "order applied after the panic", func() bool {
+		ns.PublishHook(t, "demo", "e1", orders.Created, orders.WebhookBody(orders.Created, "o1", 10))
+		hookbridgetest.Eventually(t, 10*time.Second, "order applied after the panic", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 		})
 		time.Sleep(200 * time.Millisecond)
@@ -54,8 +54,8 @@ func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 func TestTimedOutEventIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t)
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t)
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		var calls atomic.Int32
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
@@ -66,7 +66,7 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "slow", EventTypes: []string{"thing.slow"}, Handler: h,
 			HandlerTimeout: 200 * time.Millisecond, MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}})
 		ns.PublishHook(t, "demo", "e1", "thing.slow", []byte(`{}`))
-		testenv.Eventually(t, 15*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, 15*time.Second, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
 		})
 		time.Sleep(300 * time.Millisecond)
@@ -82,8 +82,8 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		inner := orders.Handler("batched")
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
@@ -98,9 +98,9 @@ func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 			BatchWait: 200 * time.Millisecond, Concurrency: 1,
 			HandlerTimeout: 300 * time.Millisecond, MaxDeliver: -1, Backoff: []time.Duration{time.Minute}})
 		for _, id := range []string{"slow", "ok1", "ok2"} {
-			ns.PublishHook(t, "demo", id, orders.Created, testenv.OrderBody(orders.Created, "order-"+id, 1))
+			ns.PublishHook(t, "demo", id, orders.Created, orders.WebhookBody(orders.Created, "order-"+id, 1))
 		}
-		testenv.Eventually(t, 10*time.Second, "the two good events applied", func() bool {
+		hookbridgetest.Eventually(t, 10*time.Second, "the two good events applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id IN ('ok1', 'ok2')") == 2
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'slow'"); n != 0 {
@@ -115,20 +115,20 @@ func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 func TestDeletedDurableConsumerIsRecreated(t *testing.T) {
 	t.Parallel()
 	forBatchSizes(t, func(t *testing.T, bs int) {
-		db := testenv.Postgres(t, orders.Migrations())
-		ns := testenv.NATS(t)
+		db := hookbridgetest.Postgres(t, orders.Migrations())
+		ns := hookbridgetest.NATS(t)
 		ns.EnsureHooks(t)
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "phoenix", EventTypes: []string{orders.Created},
 			Handler: orders.Handler("phoenix"), Backoff: []time.Duration{20 * time.Millisecond}})
-		ns.PublishHook(t, "demo", "e1", orders.Created, testenv.OrderBody(orders.Created, "o1", 1))
-		testenv.Eventually(t, 10*time.Second, "first event", func() bool {
+		ns.PublishHook(t, "demo", "e1", orders.Created, orders.WebhookBody(orders.Created, "o1", 1))
+		hookbridgetest.Eventually(t, 10*time.Second, "first event", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 		})
 		if err := ns.JS.DeleteConsumer(context.Background(), stream.Hooks, "phoenix"); err != nil {
 			t.Fatal(err)
 		}
-		ns.PublishHook(t, "demo", "e2", orders.Created, testenv.OrderBody(orders.Created, "o2", 1))
-		testenv.Eventually(t, 20*time.Second, "event after the durable was deleted", func() bool {
+		ns.PublishHook(t, "demo", "e2", orders.Created, orders.WebhookBody(orders.Created, "o2", 1))
+		hookbridgetest.Eventually(t, 20*time.Second, "event after the durable was deleted", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 2
 		})
 		// The re-created durable starts from the beginning: e1 comes back and

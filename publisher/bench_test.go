@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -41,8 +41,8 @@ func BenchmarkRelay(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			batch := c.batch
-			db := testenv.Postgres(b)
-			ns := testenv.NATS(b)
+			db := hookbridgetest.Postgres(b)
+			ns := hookbridgetest.NATS(b)
 			ctx := context.Background()
 			opts := publisher.RelayOptions{BatchSize: batch, PollInterval: time.Minute}
 			r := publisher.NewRelay(db.Pool, ns.JS, opts)
@@ -77,7 +77,7 @@ func BenchmarkRelay(b *testing.B) {
 			elapsed := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "rows/s")
-			testenv.Eventually(b, time.Minute, "all rows marked sent", func() bool {
+			hookbridgetest.Eventually(b, time.Minute, "all rows marked sent", func() bool {
 				return db.Count(b, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == b.N
 			})
 			if got := ns.StreamMsgs(b, stream.Events); got != uint64(b.N) {

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkEnqueue(b *testing.B) {
 			name = "keyed"
 		}
 		b.Run(name, func(b *testing.B) {
-			db := testenv.Postgres(b)
+			db := hookbridgetest.Postgres(b)
 			ctx := context.Background()
 			tx := &lazyTx{pool: db.Pool}
 			n := 0
@@ -79,7 +79,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 	for _, n := range []int{1, 64, 256} {
 		for _, w := range ways {
 			b.Run(fmt.Sprintf("n=%d/%s", n, w.name), func(b *testing.B) {
-				db := testenv.Postgres(b)
+				db := hookbridgetest.Postgres(b)
 				ctx := context.Background()
 				tx := &lazyTx{pool: db.Pool}
 				msgs := make([]publisher.Message, n)

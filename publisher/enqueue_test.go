@@ -9,11 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
-func createOrders(t *testing.T, db *testenv.Database) {
+func createOrders(t *testing.T, db *hookbridgetest.Database) {
 	t.Helper()
 	if _, err := db.Pool.Exec(context.Background(), `CREATE TABLE orders (id text PRIMARY KEY, total int NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func createOrders(t *testing.T, db *testenv.Database) {
 // both, rolls back both: there is never an event without its change.
 func TestEnqueueRollsBackWithBusinessChange(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	createOrders(t, db)
 	ctx := context.Background()
 	boom := errors.New("handler failed")
@@ -60,7 +60,7 @@ func TestEnqueueRollsBackWithBusinessChange(t *testing.T) {
 
 func TestEnqueueCommitsWithBusinessChange(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	createOrders(t, db)
 	ctx := context.Background()
 
@@ -94,7 +94,7 @@ func TestEnqueueCommitsWithBusinessChange(t *testing.T) {
 
 func TestEnqueueRefusesBadHeaders(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	for _, h := range []map[string]string{
 		{"Nats-Msg-Id": "other"},
@@ -118,7 +118,7 @@ func TestEnqueueRefusesBadHeaders(t *testing.T) {
 // commit, so key_seq follows commit order; other keys are not held up.
 func TestOrderingKeyWritersSerialise(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 
 	first, err := db.Pool.Begin(ctx)
@@ -161,7 +161,7 @@ func TestOrderingKeyWritersSerialise(t *testing.T) {
 
 // outboxRows reads the outbox as comparable text, in insertion (id) order,
 // with key_seq replaced by its rank within the key.
-func outboxRows(t *testing.T, db *testenv.Database) []string {
+func outboxRows(t *testing.T, db *hookbridgetest.Database) []string {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), `
 		SELECT concat_ws('|', event_id, subject, coalesce(headers, '{}'::jsonb)::text, encode(payload, 'escape'),
@@ -193,8 +193,8 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 		msg("b-1", "K"), // repeat inside the batch, same content
 		msg("b-4", "K"), msg("b-5", ""),
 	}
-	seq, set := testenv.Postgres(t), testenv.Postgres(t)
-	for _, db := range []*testenv.Database{seq, set} {
+	seq, set := hookbridgetest.Postgres(t), hookbridgetest.Postgres(t)
+	for _, db := range []*hookbridgetest.Database{seq, set} {
 		enqueue(t, db.Pool, existing)
 	}
 	err := pgx.BeginFunc(ctx, seq.Pool, func(tx pgx.Tx) error {
@@ -229,7 +229,7 @@ func TestEnqueueBatchMatchesEnqueue(t *testing.T) {
 // written.
 func TestEnqueueBatchRefusesReusedIDsAndInvalidMessages(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	enqueue(t, db.Pool, msg("r-1", ""))
 	changed := msg("r-1", "")
@@ -268,7 +268,7 @@ func TestEnqueueBatchRefusesReusedIDsAndInvalidMessages(t *testing.T) {
 // and, once it commits, finds its row and changes nothing.
 func TestEnqueueBatchConcurrentSameID(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	first, err := db.Pool.Begin(ctx)
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -18,8 +18,8 @@ import (
 // counted toward MaxAttempts and the rows went dead.
 func TestFullEventsStreamDoesNotKillRows(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	const rows = 12

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -120,7 +120,7 @@ type rowState struct {
 	dueIn     time.Duration // next_attempt_at - now
 }
 
-func row(t testing.TB, db *testenv.Database, eventID string) rowState {
+func row(t testing.TB, db *hookbridgetest.Database, eventID string) rowState {
 	t.Helper()
 	var s rowState
 	var dueMs float64

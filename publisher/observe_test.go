@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -62,8 +62,8 @@ func (o *recordingTracer) TraceRelayPublishEnd(ctx context.Context, d publisher.
 // the relay's tracer, each row's end with its own start's context.
 func TestContextHeadersReachTheStreamAndTheTracer(t *testing.T) {
 	t.Parallel()
-	js := testenv.NATS(t)
-	db := testenv.Postgres(t)
+	js := hookbridgetest.NATS(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := publisher.WithHeaders(context.Background(), map[string]string{
 		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 		"X-Team":      "from-context",

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -70,7 +70,7 @@ func newPGGate(t *testing.T) *pgGate {
 }
 
 // url is db's URL with the host replaced by the gate.
-func (g *pgGate) url(db *testenv.Database) string {
+func (g *pgGate) url(db *hookbridgetest.Database) string {
 	u, err := url.Parse(db.URL)
 	if err != nil {
 		g.t.Fatal(err)
@@ -129,9 +129,9 @@ func (g *pgGate) close() {
 // closed pgGate, logging at INFO into the returned buffer, with fastOpts
 // (retries every 10-200ms: dozens of failures in a second) and no
 // retention sweeps.
-func gatedRelay(t *testing.T, db *testenv.Database) (*publisher.Relay, *pgGate, *syncBuffer) {
+func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *pgGate, *syncBuffer) {
 	t.Helper()
-	ns := testenv.NATS(t)
+	ns := hookbridgetest.NATS(t)
 	gate := newPGGate(t)
 	pool, err := pgxpool.New(context.Background(), gate.url(db))
 	if err != nil {
@@ -150,7 +150,7 @@ func gatedRelay(t *testing.T, db *testenv.Database) (*publisher.Relay, *pgGate, 
 // is back, one INFO each says so, and rows are published again.
 func TestDatabaseOutageLoggedOnce(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	r, gate, logs := gatedRelay(t, db)
 	runRelay(t, r)
 
@@ -164,10 +164,10 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 
 	gate.openGate()
 	enqueue(t, db.Pool, msg("after-outage", ""))
-	testenv.Eventually(t, 20*time.Second, "the row published after the outage", func() bool {
+	hookbridgetest.Eventually(t, 20*time.Second, "the row published after the outage", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 1
 	})
-	testenv.Eventually(t, 10*time.Second, "both recoveries logged", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "both recoveries logged", func() bool {
 		return len(logs.lines("level=INFO", "outbox round recovered")) == 1 &&
 			len(logs.lines("level=INFO", "outbox listener recovered")) == 1
 	})
@@ -179,7 +179,7 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 // A failure that goes on is logged again at most once per repeat interval.
 func TestOutageRepeatsRateLimited(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	r, _, logs := gatedRelay(t, db)
 	publisher.SetOutageRepeat(r, 500*time.Millisecond)
 	runRelay(t, r)

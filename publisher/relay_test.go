@@ -15,16 +15,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
 func TestRunOncePublishesWithMsgIDAndHeaders(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	m := msg("ev-1", "")
@@ -64,8 +64,8 @@ func TestRunOncePublishesWithMsgIDAndHeaders(t *testing.T) {
 // empty object; both publish with no headers but the relay's own.
 func TestRowsWithoutHeadersPublish(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	enqueue(t, db.Pool, msg("no-headers", ""))
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'no-headers' AND headers IS NULL`); n != 1 {
@@ -92,8 +92,8 @@ func TestRowsWithoutHeadersPublish(t *testing.T) {
 // sent late); a second pass finds nothing more.
 func TestRetentionWalksPastKeptRows(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	if _, err := db.Pool.Exec(ctx, `
 		INSERT INTO hookbridge.outbox (event_id, subject, payload, status, sent_at, created_at, last_error)
@@ -128,8 +128,8 @@ func TestRetentionWalksPastKeptRows(t *testing.T) {
 // attempt counted and nothing in the stream.
 func TestFailureBeforePublish(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("ev-1", ""))
@@ -168,8 +168,8 @@ func TestFailureBeforePublish(t *testing.T) {
 // duplicate, and the row ends sent with the original sequence.
 func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("ev-1", ""))
@@ -224,8 +224,8 @@ func TestRelaysRace(t *testing.T) {
 }
 
 func raceRelays(t *testing.T, relays, rows int) {
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 
 	var mu sync.Mutex
 	acked := map[string]int{}
@@ -272,7 +272,7 @@ func raceRelays(t *testing.T, relays, rows int) {
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); n != rows {
 		t.Fatalf("outbox rows = %d, want %d", n, rows)
 	}
-	testenv.Eventually(t, time.Minute, "all rows sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "all rows sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == rows
 	})
 
@@ -334,7 +334,7 @@ func raceRelays(t *testing.T, relays, rows int) {
 // stores nothing twice, and drains.
 func TestBrokerOutage(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	dir := t.TempDir()
 	start := func(port int) *natsServer {
 		ns, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true, Port: port})
@@ -398,7 +398,7 @@ func TestBrokerOutage(t *testing.T) {
 	}
 	start(port)
 	<-written
-	testenv.Eventually(t, time.Minute, "all rows sent after the broker returned", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "all rows sent after the broker returned", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == total
 	})
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'dead'`); n != 0 {
@@ -444,8 +444,8 @@ func (s *natsServer) stop() {
 // is counted, and is neither retried nor deleted afterwards.
 func TestAlwaysFailingRowGoesDead(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	// Enqueue only accepts events.* subjects; a row written by hand can
@@ -505,8 +505,8 @@ func TestAlwaysFailingRowGoesDead(t *testing.T) {
 // goes dead at once instead of being retried MaxAttempts times.
 func TestMalformedRowDeadAtOnce(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload, headers)
 		VALUES ('bad-1', 'events.x', 'x', '{"n": 1}'), ('bad-2', 'events.x', 'x', '{"Nats-Msg-Id": "y"}')`); err != nil {
@@ -530,8 +530,8 @@ func TestMalformedRowDeadAtOnce(t *testing.T) {
 // LISTEN/NOTIFY, although the poll interval is a minute.
 func TestNotifyLatency(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute
@@ -551,7 +551,7 @@ func TestNotifyLatency(t *testing.T) {
 		id := fmt.Sprintf("ev-%d", i)
 		start := time.Now()
 		enqueue(t, db.Pool, msg(id, ""))
-		testenv.Eventually(t, 5*time.Second, id+" sent", func() bool {
+		hookbridgetest.Eventually(t, 5*time.Second, id+" sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = $1 AND status = 'sent'`, id) == 1
 		})
 		worst = max(worst, time.Since(start))
@@ -568,8 +568,8 @@ func TestNotifyLatency(t *testing.T) {
 // Proof 9: retention deletes only sent rows older than Retention.
 func TestRetention(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	// 2,500 old sent rows (more than two purge batches), 10 recent sent
@@ -617,7 +617,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("disabled PurgeSent = %d, %v", n, err)
 	}
 	runRelay(t, r)
-	testenv.Eventually(t, 10*time.Second, "Run to purge", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "Run to purge", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 0
 	})
 	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); got != 2 {
@@ -629,8 +629,8 @@ func TestRetention(t *testing.T) {
 // one fails: later rows of the key wait for it, other keys do not.
 func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("a-1", "A"), msg("b-1", "B"))
@@ -676,7 +676,7 @@ func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 	if g := got(); !slices.Equal(g, []string{"b-1", "free-1", "b-2"}) {
 		t.Fatalf("stream after first round = %v", g)
 	}
-	testenv.Eventually(t, 10*time.Second, "key A drained", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "key A drained", func() bool {
 		if _, err := r.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -690,8 +690,8 @@ func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 // A dead row does not block its key forever: later rows go on.
 func TestDeadHeadUnblocksKey(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("a-1", "A"))
@@ -723,8 +723,8 @@ func TestDeadHeadUnblocksKey(t *testing.T) {
 // costs no attempts.
 func TestNotConnectedClaimsNothing(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	enqueue(t, db.Pool, msg("ev-1", ""))
 
@@ -758,8 +758,8 @@ func deref(s *string) string {
 // the later row being skipped round after round.
 func TestKeyHeadBehindLimitIsClaimed(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("second", "K"))
@@ -794,8 +794,8 @@ func TestKeyHeadBehindLimitIsClaimed(t *testing.T) {
 // the rows, afterwards another relay republishes them, de-duplicated.
 func TestDeadSessionReleasesClaim(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
-	ns := testenv.NATS(t)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
 	ctx := context.Background()
 	enqueue(t, db.Pool, msg("ev-1", ""), msg("ev-2", "K"))
 
@@ -831,7 +831,7 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 		t.Fatal("stuck relay's round succeeded without its session")
 	}
 
-	testenv.Eventually(t, 10*time.Second, "claim released", func() bool {
+	hookbridgetest.Eventually(t, 10*time.Second, "claim released", func() bool {
 		n, err := other.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)

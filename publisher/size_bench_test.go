@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -33,8 +33,8 @@ import (
 func BenchmarkOutboxRowSize(b *testing.B) {
 	const rows = 100_000
 	for b.Loop() {
-		db := testenv.Postgres(b)
-		ns := testenv.NATS(b)
+		db := hookbridgetest.Postgres(b)
+		ns := hookbridgetest.NATS(b)
 		ctx := context.Background()
 		write := func(from, rows int) {
 			payload := func(i int) []byte {
@@ -81,7 +81,7 @@ func BenchmarkOutboxRowSize(b *testing.B) {
 			b.Logf("%s: %d rows, %.0f B/row: %s", state, n, float64(total)/float64(n), strings.Join(parts, " "))
 		}
 		allSent := func(want int) {
-			testenv.Eventually(b, 5*time.Minute, "every row sent", func() bool {
+			hookbridgetest.Eventually(b, 5*time.Minute, "every row sent", func() bool {
 				return db.Count(b, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == want
 			})
 		}

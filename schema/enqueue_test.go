@@ -10,12 +10,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // sqlEnqueue calls hookbridge.enqueue in a transaction of its own.
-func sqlEnqueue(t *testing.T, db *testenv.Database, id, subject, payload string, key any) error {
+func sqlEnqueue(t *testing.T, db *hookbridgetest.Database, id, subject, payload string, key any) error {
 	t.Helper()
 	ctx := context.Background()
 	return pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
@@ -35,7 +35,7 @@ type outboxRow struct {
 	attemptsZero bool
 }
 
-func readOutbox(t *testing.T, db *testenv.Database, id string) outboxRow {
+func readOutbox(t *testing.T, db *hookbridgetest.Database, id string) outboxRow {
 	t.Helper()
 	var r outboxRow
 	err := db.Pool.QueryRow(context.Background(), `SELECT subject, coalesce(headers::text, '<null>'), convert_from(payload, 'UTF8'), coalesce(ordering_key, '<null>'),
@@ -60,7 +60,7 @@ func sqlState(err error) string {
 // content an error, across the two writers too.
 func TestEnqueueFunctionHasEnqueueSemantics(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	payload := `{"a": 1, "b": [true, null]}` // jsonb's own text form, so the bytes compare equal
 
@@ -117,7 +117,7 @@ func TestEnqueueFunctionHasEnqueueSemantics(t *testing.T) {
 // The checks of publisher.Enqueue's validate, with permanent SQLSTATEs.
 func TestEnqueueFunctionRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	for _, c := range []struct{ id, subject string }{
 		{"", "events.x"},
 		{"has space", "events.x"},
@@ -146,7 +146,7 @@ func TestEnqueueFunctionRefusesBadInput(t *testing.T) {
 // Enqueue does; a rolled-back one does not.
 func TestEnqueueFunctionWakesRelay(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t)
+	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {

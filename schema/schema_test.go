@@ -5,13 +5,13 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
 func TestMigrateIsIdempotent(t *testing.T) {
 	t.Parallel()
-	db := testenv.EmptyPostgres(t)
+	db := hookbridgetest.EmptyPostgres(t)
 	ctx := context.Background()
 	migs, err := schema.Core().Load()
 	if err != nil {
@@ -46,7 +46,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 // applied one applies its pending migrations only.
 func TestMigrateTxLeavesNothingAfterRollback(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t) // hookbridge's set applied
+	db := hookbridgetest.Postgres(t) // hookbridge's set applied
 	ctx := context.Background()
 	extra := schema.Set{Name: "extra", FS: fstest.MapFS{
 		"0001_a.sql": {Data: []byte("CREATE SCHEMA extra; CREATE TABLE extra.a (x int)")},

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/schema"
 	"github.com/hookbridge/hookbridge/sqlconsumer"
 )
@@ -97,7 +97,7 @@ func closed(seq uint64, id string, issue int) consumer.Event {
 }
 
 // runs are crm.runs in order, as "what event_id".
-func runs(t *testing.T, db *testenv.Database) []string {
+func runs(t *testing.T, db *hookbridgetest.Database) []string {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), "SELECT what || ' ' || event_id FROM crm.runs ORDER BY n")
 	if err != nil {
@@ -110,7 +110,7 @@ func runs(t *testing.T, db *testenv.Database) []string {
 	return out
 }
 
-func applyOne(t *testing.T, db *testenv.Database, h consumer.Handler, ev consumer.Event) (consumer.Outcome, error) {
+func applyOne(t *testing.T, db *hookbridgetest.Database, h consumer.Handler, ev consumer.Event) (consumer.Outcome, error) {
 	t.Helper()
 	return consumer.Apply(context.Background(), db.Pool, "tickets", h, ev)
 }
@@ -119,7 +119,7 @@ func applyOne(t *testing.T, db *testenv.Database, h consumer.Handler, ev consume
 // type; every named argument bound.
 func TestApplyRules(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, crm())
+	db := hookbridgetest.Postgres(t, crm())
 	h := newHandler(t)
 	for _, ev := range []consumer.Event{opened(1, "e1", 7, "crash"), closed(2, "e2", 7), event(3, "e3", "issues.labeled", `{}`)} {
 		if out, err := applyOne(t, db, h, ev); out != consumer.Processed || err != nil {
@@ -162,7 +162,7 @@ func TestDuplicateAndConflictRunNothing(t *testing.T) {
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			t.Parallel()
-			db := testenv.Postgres(t, crm())
+			db := hookbridgetest.Postgres(t, crm())
 			h := newHandler(t)
 			first := event(1, "e1", "issues.labeled", `{"n":1}`)
 			evs := []consumer.Event{first, event(2, "e1", "issues.labeled", `{"n":1}`), event(3, "e1", "issues.labeled", `{"n":2}`)}
@@ -197,7 +197,7 @@ func TestDuplicateAndConflictRunNothing(t *testing.T) {
 // inbox claim; the redelivery, once the cause is gone, applies once.
 func TestFailingStatementRollsBackInbox(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, crm())
+	db := hookbridgetest.Postgres(t, crm())
 	h := newHandler(t)
 	if _, err := applyOne(t, db, h, opened(1, "e1", 7, "crash")); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestBatchEquivalentToPerEvent(t *testing.T) {
 	evs[10] = event(evs[10].StreamSeq, "bad-null", "issues.opened", `{"issue":{"id":1000}}`)            // no title: 23502
 	evs[20] = event(evs[20].StreamSeq, "bad-cast", "issues.opened", `{"issue":{"id":"x","title":"y"}}`) // 22P02
 
-	summary := func(db *testenv.Database, outs []consumer.Result) string {
+	summary := func(db *hookbridgetest.Database, outs []consumer.Result) string {
 		var b strings.Builder
 		for i, r := range outs {
 			fmt.Fprintf(&b, "%s:%s:%v ", evs[i].ID, r.Outcome, consumer.IsPermanent(r.Err))
@@ -279,7 +279,7 @@ func TestBatchEquivalentToPerEvent(t *testing.T) {
 			fmt.Sprintf("\noutbox %d inbox %d", db.Count(t, "SELECT count(*) FROM hookbridge.outbox"), db.Count(t, "SELECT count(*) FROM hookbridge.inbox"))
 	}
 
-	one := testenv.Postgres(t, crm())
+	one := hookbridgetest.Postgres(t, crm())
 	h := newHandler(t)
 	var perEvent []consumer.Result
 	for _, ev := range evs {
@@ -287,7 +287,7 @@ func TestBatchEquivalentToPerEvent(t *testing.T) {
 		perEvent = append(perEvent, consumer.Result{Outcome: out, Err: err})
 	}
 
-	many := testenv.Postgres(t, crm())
+	many := hookbridgetest.Postgres(t, crm())
 	tr := &batchCounter{}
 	pool := tracedPool(t, many.URL, tr)
 	batched := consumer.ApplyBatch(context.Background(), pool, "tickets", h, evs)
@@ -364,8 +364,8 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 	for _, bs := range []int{1, 0} {
 		t.Run(fmt.Sprintf("batch=%d", bs), func(t *testing.T) {
 			t.Parallel()
-			db := testenv.Postgres(t, crm())
-			ns := testenv.NATS(t)
+			db := hookbridgetest.Postgres(t, crm())
+			ns := hookbridgetest.NATS(t)
 			ns.EnsureHooks(t)
 			c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
 				Handler: newHandler(t), BatchSize: bs, MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
@@ -385,7 +385,7 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 			ns.PublishHook(t, "gh", "good-1", "issues.opened", []byte(`{"issue":{"id":1,"title":"a"}}`))
 			seq := ns.PublishHook(t, "gh", "bad-1", "issues.opened", []byte(`{"issue":{"id":2}}`))
 			ns.PublishHook(t, "gh", "good-2", "issues.opened", []byte(`{"issue":{"id":3,"title":"c"}}`))
-			testenv.Eventually(t, 10*time.Second, "dead letter and two tickets", func() bool {
+			hookbridgetest.Eventually(t, 10*time.Second, "dead letter and two tickets", func() bool {
 				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 2
 			})
 			time.Sleep(200 * time.Millisecond) // room for a wrong redelivery
@@ -411,7 +411,7 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 // consumer, the event type and Postgres's message, executing nothing.
 func TestCheckReportsEveryBadStatement(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, crm())
+	db := hookbridgetest.Postgres(t, crm())
 	check := func(h *sqlconsumer.Handler) error {
 		tx, err := db.Pool.Begin(context.Background())
 		if err != nil {

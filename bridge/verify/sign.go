@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,7 +13,8 @@ import (
 // sets the event id, which that scheme signs; the other schemes carry the
 // event id where the source's configuration says, so id is not used for
 // them. hmac is only for scheme "hmac" and must be zero otherwise. It is
-// the one signer for the send command, the load tool and tests.
+// the one signer for the send and selftest commands, the load tool and
+// the test kit (hookbridgetest).
 func SignHeaders(scheme, secret, id string, ts time.Time, body []byte, hmac HMACConfig) (http.Header, error) {
 	if scheme != SchemeHMAC && !hmac.isZero() {
 		return nil, fmt.Errorf("verify: HMAC options given for scheme %q; they apply to %q only", scheme, SchemeHMAC)
@@ -57,20 +56,4 @@ func SignHeaders(scheme, secret, id string, ts time.Time, body []byte, hmac HMAC
 		return nil, fmt.Errorf("verify: unknown scheme %q (have %v)", scheme, Schemes())
 	}
 	return h, nil
-}
-
-// SignedRequest builds the POST of a JSON body to url that a Standard
-// Webhooks sender makes: signed with secret at ts, with id as the event id.
-func SignedRequest(ctx context.Context, url, secret, id string, ts time.Time, body []byte) (*http.Request, error) {
-	h, err := SignHeaders(SchemeStandardWebhooks, secret, id, ts, body, HMACConfig{})
-	if err != nil {
-		return nil, fmt.Errorf("sign: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	req.Header = h
-	req.Header.Set("Content-Type", "application/json")
-	return req, nil
 }

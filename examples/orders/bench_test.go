@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // BenchmarkApply applies runs of 64 events (order.created of new orders,
@@ -22,7 +22,7 @@ func BenchmarkApply(b *testing.B) {
 			name = "set-wise"
 		}
 		b.Run(name, func(b *testing.B) {
-			db := testenv.Postgres(b, Migrations())
+			db := hookbridgetest.Postgres(b, Migrations())
 			ctx := context.Background()
 			h := Handler("orders")
 			const run = 64

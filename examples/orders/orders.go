@@ -49,6 +49,13 @@ type Body struct {
 	Data      Data   `json:"data"`
 }
 
+// WebhookBody is the body a sender of the demo source posts for an order
+// event (EUR, a fixed timestamp), for tests and examples.
+func WebhookBody(eventType, orderID string, amountCents int64) []byte {
+	return fmt.Appendf(nil, `{"type":%q,"timestamp":"2026-01-02T03:04:05Z","data":{"order_id":%q,"amount_cents":%d,"currency":"EUR"}}`,
+		eventType, orderID, amountCents)
+}
+
 // Data is the order part of the body.
 type Data struct {
 	OrderID     string `json:"order_id"`

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 func event(id, typ string, body []byte) consumer.Event {
@@ -39,7 +39,7 @@ func outcome(err error) string {
 
 // applyPerEvent applies evs one by one, each in a transaction of its own,
 // as a consumer at batch size 1 does.
-func applyPerEvent(t *testing.T, db *testenv.Database, h *consumer.Mux, evs []consumer.Event) []string {
+func applyPerEvent(t *testing.T, db *hookbridgetest.Database, h *consumer.Mux, evs []consumer.Event) []string {
 	t.Helper()
 	ctx := context.Background()
 	out := make([]string, len(evs))
@@ -67,7 +67,7 @@ func applyPerEvent(t *testing.T, db *testenv.Database, h *consumer.Mux, evs []co
 // left half first, to the events that fail alone, which a consumer does
 // in the same order. It returns each event's outcome and how many
 // HandleBatch calls it took.
-func applySetWise(t *testing.T, db *testenv.Database, h *consumer.Mux, batches [][]consumer.Event) ([]string, int) {
+func applySetWise(t *testing.T, db *hookbridgetest.Database, h *consumer.Mux, batches [][]consumer.Event) ([]string, int) {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
@@ -118,7 +118,7 @@ func applySetWise(t *testing.T, db *testenv.Database, h *consumer.Mux, batches [
 // state is everything the handlers write, as comparable text: the orders
 // (all but updated_at) and the outbox rows in insertion order, with
 // key_seq as its rank within the key.
-func state(t *testing.T, db *testenv.Database) (orders, outbox []string) {
+func state(t *testing.T, db *hookbridgetest.Database) (orders, outbox []string) {
 	t.Helper()
 	ctx := context.Background()
 	read := func(q string) []string {
@@ -201,7 +201,7 @@ func (g *gen) next() consumer.Event {
 // identical outbox rows, in the same order, on fresh databases.
 func TestSetWiseMatchesPerEvent(t *testing.T) {
 	t.Parallel()
-	s := testenv.Seed(t)
+	s := hookbridgetest.Seed(t)
 	t.Logf("seed %d (HOOKBRIDGE_TEST_SEED)", s)
 	r := rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
 	for round := range 6 {
@@ -216,7 +216,7 @@ func TestSetWiseMatchesPerEvent(t *testing.T) {
 			batches = append(batches, b)
 			all = append(all, b...)
 		}
-		seqDB, setDB := testenv.Postgres(t, Migrations()), testenv.Postgres(t, Migrations())
+		seqDB, setDB := hookbridgetest.Postgres(t, Migrations()), hookbridgetest.Postgres(t, Migrations())
 		h := Handler("orders")
 		want := applyPerEvent(t, seqDB, h, all)
 		got, calls := applySetWise(t, setDB, h, batches)
@@ -254,7 +254,7 @@ func TestSetWiseMatchesPerEvent(t *testing.T) {
 // with ErrUnknownOrder and leaves nothing behind once rolled back.
 func TestRunOfOneOrder(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, Migrations())
+	db := hookbridgetest.Postgres(t, Migrations())
 	ctx := context.Background()
 	h := Handler("orders")
 	batch := []consumer.Event{
@@ -297,7 +297,7 @@ func TestRunOfOneOrder(t *testing.T) {
 // really carries U+FFFD is applied as sent.
 func TestInvalidUTF8IsPermanent(t *testing.T) {
 	t.Parallel()
-	db := testenv.Postgres(t, Migrations())
+	db := hookbridgetest.Postgres(t, Migrations())
 	ctx := context.Background()
 	h := Handler("orders")
 	bad := map[string][]byte{

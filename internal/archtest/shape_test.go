@@ -95,6 +95,25 @@ var rules = []rule{
 		banned: inModule("bridge"),
 	},
 	{
+		// The test kit is public for teams' tests and used by hookbridge's
+		// own; a product package importing it would link test support (and
+		// package testing) into the binary.
+		name:   "no product package imports the test kit",
+		from:   func(p string) bool { return !under("hookbridgetest")(p) },
+		banned: inModule("hookbridgetest"),
+	},
+	{
+		// hookbridge's own internal tests of app, bridge and cli use the
+		// kit; were it to import them, those tests would be import cycles.
+		// It builds on consumer, publisher and the packages below them.
+		name: "the test kit does not import app, bridge (but bridge/verify), cli, cmd or examples",
+		from: under("hookbridgetest"),
+		banned: func(dep pkg) bool {
+			// bridge/verify is the signer every signed request is built with.
+			return inModule("app", "bridge", "cli", "cmd", "examples")(dep) && !under("bridge/verify")(dep.ImportPath)
+		},
+	},
+	{
 		name: "the product binary does not import the load tool",
 		from: func(p string) bool {
 			return p == module+"/cmd/hookbridge" || under("cmd/hookbridge/builtin")(p) || under("cli")(p) || under("app")(p)
@@ -159,7 +178,7 @@ func TestImportRules(t *testing.T) {
 	t.Parallel()
 	pkgs := listModule(t)
 	// The rules must look at something: the packages they name exist.
-	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench"} {
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest"} {
 		if _, ok := pkgs[module+"/"+p]; !ok {
 			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
 		}
@@ -185,6 +204,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	add(m("internal/store"), false, "github.com/jackc/pgx/v5", m("internal/stream"))
 	add(m("consumer"), false, m("bridge"))
 	add(m("cmd/hookbridge"), false, m("cmd/hookbridge-bench/loadgen"))
+	add(m("cli"), false, m("hookbridgetest"))
+	add(m("hookbridgetest"), false, m("app"))
 	add("net/http", true)
 	got := violations(pkgs, rules)
 	if len(got) != len(rules) {

@@ -1,5 +1,5 @@
 // Package pgtemp creates and drops throw-away Postgres databases: one per
-// test (internal/testenv) and one per load-tool run. It imports no testing
+// test (hookbridgetest) and one per load-tool run. It imports no testing
 // code, so the load tool can use it without carrying the test support.
 package pgtemp
 

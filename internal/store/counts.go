@@ -81,3 +81,29 @@ func OutboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err err
 	err = q.QueryRow(ctx, sqlOutboxFootprint).Scan(&bytes, &rows)
 	return bytes, rows, err
 }
+
+var (
+	sqlConflictsCountPrefix = load("conflicts_count_prefix.sql")
+	sqlPrefixPurge          = load("prefix_purge.sql")
+)
+
+// CountConflictsPrefix counts the conflicts of source's events whose id
+// starts with prefix, whoever detected them.
+func CountConflictsPrefix(ctx context.Context, q Querier, source, prefix string) (int, error) {
+	return count(ctx, q, sqlConflictsCountPrefix, source, prefix)
+}
+
+// PurgedRows are the rows [PurgePrefix] deleted, per table.
+type PurgedRows struct {
+	Inbox, Conflicts, Failures, DeadLetters, Outbox int64
+}
+
+// PurgePrefix deletes, in one statement, the rows of consumer and source
+// whose event id starts with prefix (inbox, failure counters, dead
+// letters; conflicts of source) and the outbox rows whose id starts with
+// outboxPrefix. It is for rows a test run made under a run id of its own.
+func PurgePrefix(ctx context.Context, q Querier, consumer, source, prefix, outboxPrefix string) (PurgedRows, error) {
+	var p PurgedRows
+	err := q.QueryRow(ctx, sqlPrefixPurge, consumer, source, prefix, outboxPrefix).Scan(&p.Inbox, &p.Conflicts, &p.Failures, &p.DeadLetters, &p.Outbox)
+	return p, err
+}

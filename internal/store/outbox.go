@@ -223,3 +223,30 @@ func OutboxPurgeDelete(ctx context.Context, q Querier, ids []int64, cutoff time.
 	}
 	return tag.RowsAffected(), nil
 }
+
+var sqlOutboxList = load("outbox_list.sql")
+
+// OutboxListed is one outbox row as [OutboxList] reads it.
+type OutboxListed struct {
+	EventID     string
+	Subject     string
+	Headers     string // JSON object; "{}" when the row has none
+	Payload     []byte
+	OrderingKey string // "" when the row has none
+	Status      string // pending, sent or dead
+	StreamSeq   *int64 // EVENTS sequence once sent
+}
+
+// OutboxList reads the outbox rows whose event id starts with prefix (""
+// for all), in insertion order.
+func OutboxList(ctx context.Context, q Querier, prefix string) ([]OutboxListed, error) {
+	rows, err := q.Query(ctx, sqlOutboxList, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxListed, error) {
+		var o OutboxListed
+		err := row.Scan(&o.EventID, &o.Subject, &o.Headers, &o.Payload, &o.OrderingKey, &o.Status, &o.StreamSeq)
+		return o, err
+	})
+}

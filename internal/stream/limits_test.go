@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/internal/testenv"
 )
 
 // fillUntilRefused publishes 1 KiB messages on subject until the server
@@ -60,7 +60,7 @@ func TestFullStreamsRefuseNewMessages(t *testing.T) {
 		for limit, l := range limits {
 			t.Run(name+"/"+limit, func(t *testing.T) {
 				t.Parallel()
-				j := testenv.NATS(t)
+				j := hookbridgetest.NATS(t)
 				cfg := cfgOf(stream.Options{})
 				l.set(&cfg)
 				s, err := stream.Ensure(context.Background(), j.JS, cfg)
@@ -134,7 +134,7 @@ func TestFullStoreRefusesNewMessages(t *testing.T) {
 func TestEnsureSwitchesExistingStreamsToDiscardNew(t *testing.T) {
 	t.Parallel()
 	servers := map[string]func(t *testing.T) jetstream.JetStream{
-		"embedded": func(t *testing.T) jetstream.JetStream { return testenv.NATS(t).JS },
+		"embedded": func(t *testing.T) jetstream.JetStream { return hookbridgetest.NATS(t).JS },
 	}
 	if url := os.Getenv("HOOKBRIDGE_COMPAT_NATS_URL"); url != "" {
 		servers["external"] = func(t *testing.T) jetstream.JetStream {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // build builds the command pkg for the modes that run serve (the product
@@ -33,14 +33,14 @@ func TestExternalModesSmall(t *testing.T) {
 	exe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge")
 	natsExe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge-bench")
 	c := ctx(t)
-	res, err := loadgen.RunExternal(c, loadgen.ExternalOptions{Exe: exe, NATSExe: natsExe, AdminURL: testenv.AdminURL(), Rounds: 1, Concurrency: 4, Total: 300, PGTotal: 100})
+	res, err := loadgen.RunExternal(c, loadgen.ExternalOptions{Exe: exe, NATSExe: natsExe, AdminURL: hookbridgetest.AdminURL(), Rounds: 1, Concurrency: 4, Total: 300, PGTotal: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
 	requireSuiteOutput(t, res, "floor HTTP→publish (own nats-server)", "hookbridge CPU per event", "postgres CPU per event",
 		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits")
 
-	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, NATSExe: natsExe, AdminURL: testenv.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
+	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, NATSExe: natsExe, AdminURL: hookbridgetest.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,12 +12,12 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 func factory(t *testing.T) loadgen.EnvFactory {
 	t.Helper()
-	return loadgen.AppFactory(testenv.AdminURL(), app.Config{}, builtin.Handlers(), "error", io.Discard)
+	return loadgen.AppFactory(hookbridgetest.AdminURL(), app.Config{}, builtin.Handlers(), "error", io.Discard)
 }
 
 // startInstance makes an environment with settings and starts an instance
@@ -208,7 +208,7 @@ func TestFloorAndRawMeasurements(t *testing.T) {
 	for _, run := range []func() (loadgen.Throughput, error){
 		func() (loadgen.Throughput, error) { return loadgen.RawPublishSync(c, 200, 4) },
 		func() (loadgen.Throughput, error) { return loadgen.RawPublishAsync(c, 200, 64) },
-		func() (loadgen.Throughput, error) { return loadgen.RawInsert(c, testenv.AdminURL(), 100, 2) },
+		func() (loadgen.Throughput, error) { return loadgen.RawInsert(c, hookbridgetest.AdminURL(), 100, 2) },
 	} {
 		tp, err := run()
 		if err != nil {
@@ -227,7 +227,7 @@ func TestSuiteSmall(t *testing.T) {
 	}
 	t.Parallel()
 	res, err := loadgen.RunSuite(ctx(t), loadgen.SuiteOptions{
-		Factory: factory(t), AdminURL: testenv.AdminURL(), Repeat: 1, Concurrency: 4,
+		Factory: factory(t), AdminURL: hookbridgetest.AdminURL(), Repeat: 1, Concurrency: 4,
 		Total: 200, PGTotal: 100, DrainTotal: 200, E2ETotal: 200, Batches: []int{1, 8},
 	})
 	if err != nil {

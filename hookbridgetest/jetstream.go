@@ -1,8 +1,7 @@
-package testenv
+package hookbridgetest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -37,10 +36,4 @@ func (j *JetStream) PublishHook(t testing.TB, source, eventID, eventType string,
 		t.Fatalf("publish %s/%s: %v", source, eventID, err)
 	}
 	return ack.Sequence
-}
-
-// OrderBody is the demo orders webhook body for one order.
-func OrderBody(eventType, orderID string, amountCents int64) []byte {
-	return fmt.Appendf(nil, `{"type":%q,"timestamp":"2026-01-02T03:04:05Z","data":{"order_id":%q,"amount_cents":%d,"currency":"EUR"}}`,
-		eventType, orderID, amountCents)
 }

@@ -1,7 +1,19 @@
-// Package testenv gives each test real infrastructure of its own: an
-// embedded JetStream server and a fresh Postgres database. Tests using it
-// can run in parallel and be repeated; nothing is mocked.
-package testenv
+// Package hookbridgetest is the test kit for hookbridge handlers, and the
+// one hookbridge's own tests use. Each test gets real infrastructure of its
+// own, nothing mocked: a fresh Postgres database migrated with hookbridge's
+// schema and the team's [schema.Set]s ([Postgres]), an embedded JetStream
+// server ([NATS]), the consumer's real apply path ([Database.Apply]: inbox
+// claim, handler, commit, exactly as serve applies a batch), helpers that
+// read and assert the outbox ([Database.Outbox], [Database.RequireOutbox]),
+// and signed webhook requests for every scheme ([SignedRequest]). Tests
+// using it can run in parallel and be repeated.
+//
+// The databases are created on HOOKBRIDGE_TEST_DATABASE_URL, else on the
+// local Postgres (127.0.0.1:5432, user postgres, trust authentication). A
+// missing Postgres fails the test; it is never a skip.
+//
+// The kit is for tests only: no package of hookbridge's product imports it.
+package hookbridgetest
 
 import (
 	"context"
