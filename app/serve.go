@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hookbridge/hookbridge/admin/console"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/embedded"
@@ -53,6 +55,9 @@ type Server struct {
 	// (metrics.go, tracing.go).
 	tel             telemetry
 	metricsListener net.Listener
+	adminListener   net.Listener
+	// console is the operator console served at / on the admin listener.
+	console fs.FS
 	// failure is the first part that failed for good (see goRole).
 	failure atomic.Pointer[error]
 	// guardInterval is how often the storage guard looks (0: every 5s).
@@ -61,7 +66,7 @@ type Server struct {
 
 // NewServer prepares a server; [Server.Run] starts it.
 func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, handlers: handlers, roles: map[string]bool{}, log: logger}
+	s := &Server{cfg: cfg, handlers: handlers, roles: map[string]bool{}, log: logger, console: console.FS}
 	if len(roles) == 0 {
 		roles = []string{RoleAll}
 	}
@@ -168,7 +173,8 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}}}
 	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
-	if needsDB {
+	// The admin API reads and writes Postgres whatever the roles.
+	if needsDB || s.cfg.AdminTokenValue() != "" {
 		var err error
 		pcfg, err := pgxpool.ParseConfig(s.cfg.PoolURL())
 		if err != nil {
@@ -182,7 +188,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			return fmt.Errorf("postgres config: %w", err)
 		}
 		defer s.pool.Close()
-		checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+		if needsDB {
+			checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+		}
 	}
 	checks = append(checks, s.consumerChecks()...)
 	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval}
@@ -221,6 +229,14 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		ln.Close()
 		return err
 	}
+	serveAdmin, err := s.startAdmin(checks, s.console)
+	if err != nil {
+		ln.Close()
+		if s.metricsListener != nil {
+			s.metricsListener.Close()
+		}
+		return err
+	}
 	// Slow or endless requests are cut off instead of holding memory.
 	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 
@@ -243,6 +259,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	})
 	if serveMetrics != nil {
 		s.goRole(workers, "metrics", serveMetrics)
+	}
+	if serveAdmin != nil {
+		s.goRole(workers, "admin", serveAdmin)
 	}
 	s.goRole(workers, "storage guard", guard.run)
 	if needsDB {
