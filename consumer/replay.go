@@ -67,7 +67,7 @@ type ReplayOptions struct {
 	// letters, or the messages on the consumer's subjects from the start
 	// on), so a caller can show progress.
 	Planned func(n uint64)
-	Logger *slog.Logger
+	Logger  *slog.Logger
 }
 
 // ReplayItem is what happened to one replayed message.
