@@ -46,11 +46,14 @@ type Server struct {
 	log      *slog.Logger
 
 	embedded *server.Server
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	pool     *pgxpool.Pool
-	httpSrv  *http.Server
-	listener net.Listener
+	// opsEndpoint is what serve wrote to data_dir/ops.json for the
+	// operator commands (embedded server only).
+	opsEndpoint *OpsEndpoint
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	pool        *pgxpool.Pool
+	httpSrv     *http.Server
+	listener    net.Listener
 	// tel holds the metrics, the tracer and the consumers' readiness
 	// (metrics.go, tracing.go).
 	tel             telemetry
@@ -91,12 +94,28 @@ func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logge
 func (s *Server) connectNATS() error {
 	var err error
 	if s.cfg.NATSURL == "" {
-		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
-			MaxPayload: s.cfg.NATSMaxPayload()})
+		user, password, err := newOpsCredentials()
 		if err != nil {
 			return err
 		}
-		s.nc, err = embedded.Connect(s.embedded)
+		// Loopback only, random port, this run's password: for the
+		// operator commands of this machine's user (see opsendpoint.go).
+		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
+			MaxPayload: s.cfg.NATSMaxPayload(), Listen: true, Host: "127.0.0.1", Port: -1, User: user, Password: password})
+		if err != nil {
+			return err
+		}
+		s.nc, err = embedded.Connect(s.embedded, nats.UserInfo(user, password))
+		if err == nil {
+			ep := OpsEndpoint{URL: s.embedded.ClientURL(), User: user, Password: password}
+			if err = writeOpsEndpoint(s.cfg.DataDir, ep); err == nil {
+				s.opsEndpoint = &ep
+			}
+		}
+		if err != nil {
+			s.closeNATS() // Run only closes what connected
+			return err
+		}
 	} else {
 		s.nc, err = nats.Connect(s.cfg.NATSURL,
 			nats.Name("hookbridge"),
@@ -526,6 +545,9 @@ func (s *Server) closeNATS() {
 			time.Sleep(20 * time.Millisecond)
 		}
 		s.nc.Close()
+	}
+	if s.opsEndpoint != nil {
+		removeOpsEndpoint(s.cfg.DataDir, *s.opsEndpoint)
 	}
 	if s.embedded != nil {
 		s.embedded.Shutdown()

@@ -1,5 +1,6 @@
 // Package cli is the hookbridge command line (serve, relay, migrate,
-// send, status, replay, dead-letters, conflicts) over the app library.
+// send, status, replay, dead-letters, conflicts, outbox, events,
+// consumers, version, healthcheck) over the app library.
 // cmd/hookbridge is [Main] with the built-in handlers; a team that writes
 // its own handlers builds its own main the same way, passing its
 // [app.Handlers].
@@ -40,8 +41,13 @@ type CLI struct {
 	// Operator commands (ops*.go).
 	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
 	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
-	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List or show messages consumers gave up on."`
-	Conflicts   ConflictsCmd   `cmd:"" help:"List or show events whose id came back with a different body."`
+	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List, show, requeue or discard messages consumers gave up on."`
+	Conflicts   ConflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
+	Outbox      OutboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
+	Events      EventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
+	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer."`
+	Version     VersionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
+	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
 }
 
 // osEnv is the process's environment.

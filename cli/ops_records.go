@@ -19,8 +19,10 @@ import (
 
 // DeadLettersCmd inspects hookbridge.dead_letters.
 type DeadLettersCmd struct {
-	List DeadLettersListCmd `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
-	Show DeadLettersShowCmd `cmd:"" help:"Show one dead letter with its body."`
+	List    DeadLettersListCmd    `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
+	Show    DeadLettersShowCmd    `cmd:"" help:"Show one dead letter with its body."`
+	Requeue DeadLettersRequeueCmd `cmd:"" help:"Re-deliver one dead letter through HOOKS and the inbox (like replay --dead-letters for that row); resolves it once applied."`
+	Discard DeadLettersDiscardCmd `cmd:"" help:"Mark one dead letter discarded with a reason (the row is kept)."`
 }
 
 // DeadLettersListCmd lists dead letters.
@@ -95,8 +97,9 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 
 // ConflictsCmd inspects hookbridge.conflicts.
 type ConflictsCmd struct {
-	List ConflictsListCmd `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
-	Show ConflictsShowCmd `cmd:"" help:"Show one conflict with the rejected body."`
+	List    ConflictsListCmd    `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
+	Show    ConflictsShowCmd    `cmd:"" help:"Show one conflict with the rejected body."`
+	Resolve ConflictsResolveCmd `cmd:"" help:"Mark one conflict resolved (the row is kept)."`
 }
 
 // ConflictsListCmd lists conflicts.

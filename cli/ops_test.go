@@ -87,8 +87,12 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("replay %d: %v", i, err)
 		}
-		var got replayOutput
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		// One JSON object per line; the summary is the last.
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var got struct {
+			Summary consumer.ReplaySummary `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("replay json: %v\n%s", err, out)
 		}
 		if got.Summary.Processed != wantProcessed || got.Summary.Resolved != wantProcessed || got.Summary.Selected != wantProcessed {

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/store"
+	"github.com/hookbridge/hookbridge/internal/testenv"
+	"github.com/hookbridge/hookbridge/publisher"
+)
+
+// While serve runs with the embedded server (no NATS URL anywhere), the
+// operator commands reach it through the loopback listener it announces
+// in data_dir/ops.json; when it stops, the file is gone and they say how
+// to proceed.
+func TestOpsCommandsAgainstRunningEmbeddedServe(t *testing.T) {
+	t.Parallel()
+	db := testenv.Postgres(t, orders.Migrations())
+	dataDir := t.TempDir()
+	handlers := builtin.Handlers()
+	cfg, err := app.Load("", noEnv, app.Overrides{DatabaseURL: db.URL, DataDir: dataDir, HTTPAddr: "127.0.0.1:0"}, handlers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc, done := make(chan string, 1), make(chan error, 1)
+	go func() { done <- srv.Run(ctx, func(addr string) { addrc <- addr }) }()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+
+	info, err := os.Stat(filepath.Join(dataDir, app.OpsEndpointFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("ops.json: %v, mode %v; want 0600", err, info)
+	}
+	ep, err := app.ReadOpsEndpoint(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := url.Parse(ep.URL); err != nil || u.Hostname() != "127.0.0.1" || ep.Password == "" {
+		t.Fatalf("ops endpoint %q (password set: %v): not loopback with a password", ep.URL, ep.Password != "")
+	}
+
+	flags := []string{"--database-url", db.URL, "--data-dir", dataDir, "--http-addr", addr}
+	if _, err := runOps(t, append(flags, "send", "--type", orders.Created, "--id", "evt-1", "--data", `{"order_id":"o-1","amount_cents":100,"currency":"EUR"}`)...); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	testenv.Eventually(t, 20*time.Second, "event applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'evt-1'`) == 1
+	})
+
+	out, err := runOps(t, append(flags, "status")...)
+	if err != nil || !regexpLine(out, `^HOOKS\s+1\s`) || !regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s`) {
+		t.Fatalf("status against the running serve: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append(flags, "replay", "--consumer", "orders", "--from-seq", "1", "--dry-run")...)
+	if err != nil || !regexpLine(out, `^duplicate\s+1$`) || !strings.Contains(out, "evt-1") {
+		t.Fatalf("replay --dry-run against the running serve: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append(flags, "events", "show", "demo", "evt-1")...)
+	if err != nil || !regexpLine(out, `^orders\s+processed\s+1\s`) {
+		t.Fatalf("events show: %v\n%s", err, out)
+	}
+	// The serve's own store is not opened a second time.
+	if _, err := runOps(t, append(flags, "status", "--embedded")...); err == nil || !strings.Contains(err.Error(), "owns the store") {
+		t.Fatalf("status --embedded while serve runs: %v", err)
+	}
+
+	stop()
+	if _, err := os.Stat(filepath.Join(dataDir, app.OpsEndpointFile)); !os.IsNotExist(err) {
+		t.Fatalf("ops.json after shutdown: %v", err)
+	}
+	if _, err := runOps(t, append(flags, "status")...); err == nil || !strings.Contains(err.Error(), "--embedded") {
+		t.Fatalf("status after serve stopped: %v", err)
+	}
+	out, err = runOps(t, append(flags, "status", "--embedded")...)
+	if err != nil || !regexpLine(out, `^HOOKS\s+1\s`) {
+		t.Fatalf("status --embedded after serve stopped: %v\n%s", err, out)
+	}
+}
+
+// The action commands do what the admin API does, with the same
+// idempotence, counted in the tables.
+func TestActionCommands(t *testing.T) {
+	t.Parallel()
+	db, ns, flags := opsEnv(t)
+	ctx := context.Background()
+	ns.PublishHook(t, "demo", "c1", orders.Created, testenv.OrderBody(orders.Created, "o-p1", 100))
+	for _, id := range []string{"p1", "p2"} {
+		seq := ns.PublishHook(t, "demo", id, orders.Paid, testenv.OrderBody(orders.Paid, "o-"+id, 100))
+		if err := consumer.RecordDeadLetter(ctx, db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: id,
+			EventType: orders.Paid, StreamSeq: seq, Deliveries: 3, Reason: consumer.ReasonMaxDeliver, LastError: "unknown order"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var p1, p2 int64
+	_ = db.Pool.QueryRow(ctx, `SELECT id FROM hookbridge.dead_letters WHERE event_id = 'p1'`).Scan(&p1)
+	_ = db.Pool.QueryRow(ctx, `SELECT id FROM hookbridge.dead_letters WHERE event_id = 'p2'`).Scan(&p2)
+	paid := func() int { return db.Count(t, `SELECT count(*) FROM demo.orders WHERE status = 'paid'`) }
+
+	if _, err := runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1))...); err == nil || !strings.Contains(err.Error(), "unknown order") {
+		t.Fatalf("requeue before the fix: %v", err)
+	}
+	if _, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--event-id", "c1")...); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1))...)
+	if err != nil || !strings.Contains(out, "requeued") || paid() != 1 {
+		t.Fatalf("requeue: %v, paid %d\n%s", err, paid(), out)
+	}
+	out, err = runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1), "--json")...)
+	var rq struct{ Status string }
+	if err != nil || json.Unmarshal([]byte(out), &rq) != nil || rq.Status != "already_resolved" || paid() != 1 {
+		t.Fatalf("second requeue: %v, paid %d\n%s", err, paid(), out)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'p1'`); n != 1 {
+		t.Fatalf("inbox rows of p1 = %d", n)
+	}
+
+	out, err = runOps(t, append(flags, "dead-letters", "discard", fmt.Sprint(p2), "--reason", "duplicate test data")...)
+	if err != nil || !strings.Contains(out, "discarded") {
+		t.Fatalf("discard: %v\n%s", err, out)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE resolved_at IS NULL`); n != 0 {
+		t.Fatalf("unresolved dead letters = %d", n)
+	}
+
+	if err := store.InsertConflict(ctx, db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1", EventType: orders.Created, RejectedBody: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runOps(t, append(flags, "conflicts", "resolve", "1", "--resolution", "kept the original")...)
+	if err != nil || !strings.Contains(out, "resolved") {
+		t.Fatalf("conflicts resolve: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append(flags, "conflicts", "resolve", "1")...)
+	if err != nil || !strings.Contains(out, "already_resolved") || db.Count(t, `SELECT count(*) FROM hookbridge.conflicts WHERE resolution = 'kept the original'`) != 1 {
+		t.Fatalf("second conflicts resolve: %v\n%s", err, out)
+	}
+
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		return publisher.Enqueue(ctx, tx, publisher.Message{ID: "dead-1", Subject: "events.orders.x", Payload: []byte("{}")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deadID int64
+	if err := db.Pool.QueryRow(ctx, `UPDATE hookbridge.outbox SET status = 'dead', attempts = 10 WHERE event_id = 'dead-1' RETURNING id`).Scan(&deadID); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runOps(t, append(flags, "outbox", "list", "--dead")...)
+	if err != nil || !strings.Contains(out, "dead-1") {
+		t.Fatalf("outbox list --dead: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append(flags, "outbox", "requeue", fmt.Sprint(deadID))...)
+	if err != nil || !strings.Contains(out, "requeued") || db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'dead'`) != 0 {
+		t.Fatalf("outbox requeue: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append(flags, "outbox", "requeue", fmt.Sprint(deadID))...)
+	if err != nil || !strings.Contains(out, "not_dead") {
+		t.Fatalf("second outbox requeue: %v\n%s", err, out)
+	}
+}
+
+// replay --json streams one object per line, the summary last.
+func TestReplayJSONLines(t *testing.T) {
+	t.Parallel()
+	_, ns, flags := opsEnv(t)
+	for i := range 5 {
+		ns.PublishHook(t, "demo", fmt.Sprintf("c%d", i), orders.Created, testenv.OrderBody(orders.Created, fmt.Sprintf("o%d", i), 100))
+	}
+	out, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--dry-run", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("%d lines, want 5 items and a summary:\n%s", len(lines), out)
+	}
+	for i, l := range lines[:5] {
+		var it consumer.ReplayItem
+		if err := json.Unmarshal([]byte(l), &it); err != nil || it.EventID != fmt.Sprintf("c%d", i) || it.Outcome != consumer.ReplayNew {
+			t.Fatalf("line %d = %s (%v)", i, l, err)
+		}
+	}
+	var sum struct {
+		Summary consumer.ReplaySummary `json:"summary"`
+	}
+	if err := json.Unmarshal([]byte(lines[5]), &sum); err != nil || sum.Summary.Selected != 5 || sum.Summary.New != 5 {
+		t.Fatalf("summary line = %s (%v)", lines[5], err)
+	}
+}
+
+func TestVersionAndHealthcheck(t *testing.T) {
+	t.Parallel()
+	out, err := runOps(t, "version")
+	if err != nil || !strings.HasPrefix(out, "hookbridge ") {
+		t.Fatalf("version: %v %q", err, out)
+	}
+	var v struct {
+		Version string `json:"version"`
+		Go      string `json:"go"`
+	}
+	out, err = runOps(t, "version", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &v) != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go") {
+		t.Fatalf("version --json: %v %q", err, out)
+	}
+
+	var ready atomic.Bool
+	ready.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		if !ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"ready":false,"checks":{"nats":"ok","postgres":"unavailable"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"ready":true}`))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if _, err := runOps(t, "--http-addr", host, "healthcheck"); err != nil {
+		t.Fatalf("healthcheck of a ready server: %v", err)
+	}
+	ready.Store(false)
+	if _, err := runOps(t, "--http-addr", host, "healthcheck"); err == nil || !strings.Contains(err.Error(), "postgres") {
+		t.Fatalf("healthcheck of an unready server: %v", err)
+	}
+	if _, err := runOps(t, "--http-addr", "127.0.0.1:1", "healthcheck", "--timeout", "1s"); err == nil {
+		t.Fatal("healthcheck of nothing succeeded")
+	}
+	if got := loopbackFor("0.0.0.0:8080"); got != "127.0.0.1:8080" {
+		t.Fatalf("loopbackFor = %q", got)
+	}
+}
