@@ -71,11 +71,19 @@
   }
 
   let flashTimer = null;
+  let flashAt = 0;
   function flash(msg, kind) {
     const f = $("flash");
     replace(f, el("p", { class: kind || "ok", text: msg }));
+    flashAt = Date.now();
     clearTimeout(flashTimer);
     flashTimer = setTimeout(() => f.replaceChildren(), kind === "error" ? 15000 : 6000);
+  }
+
+  // clearStaleFlash drops a message on a page change unless it was just
+  // shown (an action that navigates after it reports).
+  function clearStaleFlash() {
+    if (Date.now() - flashAt > 1500) $("flash").replaceChildren();
   }
 
   function showError(target, err) {
@@ -231,6 +239,7 @@
     if (!token() && page !== "login") page = "login";
     if (token() && page === "login") page = "overview";
     stopTimers();
+    clearStaleFlash();
     generation++;
     current = page;
     for (const p of PAGES) $("page-" + p).hidden = p !== page;
@@ -546,7 +555,7 @@
     try {
       const r = await post("dead-letters/" + encodeURIComponent(id) + "/requeue", {});
       flash(r.status === "requeued"
-        ? "Dead letter " + r.id + " requeued as stream message " + r.stream_seq + "."
+        ? "Dead letter " + r.id + " requeued: stream message " + r.stream_seq + " re-delivered" + (r.outcome ? " (" + r.outcome + ")" : "") + "."
         : "Dead letter " + r.id + " was already resolved; nothing changed.");
     } catch (e) {
       flash("Requeue failed: " + errText(e), "error");
@@ -583,7 +592,7 @@
     replace(list, el("p", { class: "loading", text: "Loading…" }));
     await pagedList(list, "conflicts", f, [
       { label: "ID", cell: (c) => link("#/conflicts/" + encodeURIComponent(c.id), String(c.id)) },
-      { label: "Consumer", cell: (c) => c.consumer },
+      { label: "Detected by", cell: (c) => c.consumer },
       { label: "Event type", cell: (c) => c.event_type },
       { label: "Event id", cell: (c) => el("code", { text: c.event_id }) },
       { label: "Source", cell: (c) => c.source },
@@ -627,11 +636,11 @@
       el("h2", null, "Conflict ", el("span", { id: "cf-detail-id", text: String(c.id) }), " ",
         el("span", { id: "cf-detail-status" }, c.resolved_at ? badge("resolved", "ok") : badge("unresolved", "bad"))),
       fields([
-        ["Consumer", c.consumer],
+        ["Detected by", c.consumer === "ingress" ? "the ingress (inside the duplicate window)" : "consumer " + c.consumer],
         ["Source", c.source],
         ["Event id", el("code", { text: c.event_id })],
         ["Event type", c.event_type],
-        ["Stream seq", num(c.stream_seq)],
+        ["Stream seq", c.stream_seq ? num(c.stream_seq) : "not stored: the ingress refused it"],
         ["Detected", time(c.detected_at)],
         c.resolved_at ? ["Resolved", el("span", null, time(c.resolved_at), " — ", c.resolution || "")] : null,
         ["Life of this event", link(eventHref(c.source, c.event_id), "Look up " + c.event_id)],
