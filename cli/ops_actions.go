@@ -16,6 +16,7 @@ type DeadLettersRequeueCmd struct {
 	ID   int64 `arg:"" help:"Dead letter id (from list)."`
 	JSON bool  `help:"Print JSON."`
 	natsFlags
+	allFlags
 }
 
 // Run implements `dead-letters requeue`.
@@ -47,6 +48,7 @@ type DeadLettersDiscardCmd struct {
 	ID     int64  `arg:"" help:"Dead letter id (from list)."`
 	Reason string `help:"Why it is discarded (kept with the row)." required:""`
 	JSON   bool   `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `dead-letters discard`.
@@ -69,6 +71,7 @@ type ConflictsResolveCmd struct {
 	ID         int64  `arg:"" help:"Conflict id (from list)."`
 	Resolution string `help:"What was decided (kept with the row)." default:"resolved"`
 	JSON       bool   `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `conflicts resolve`.
@@ -97,6 +100,7 @@ type OutboxListCmd struct {
 	Dead  bool `help:"List the dead rows (the relay gave up on them)."`
 	Limit int  `help:"At most this many rows." default:"100"`
 	JSON  bool `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `outbox list`.
@@ -132,6 +136,7 @@ func (c *OutboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 type OutboxRequeueCmd struct {
 	ID   int64 `arg:"" help:"Outbox row id (from list --dead)."`
 	JSON bool  `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `outbox requeue`.
@@ -160,6 +165,7 @@ type EventsShowCmd struct {
 	EventID string `arg:"" help:"Event id (as the sender gave it)."`
 	JSON    bool   `help:"Print JSON."`
 	natsFlags
+	allFlags
 }
 
 // Run implements `events show`.
@@ -219,6 +225,7 @@ type ConsumersPauseCmd struct {
 	Name string        `arg:"" help:"Consumer name."`
 	For  time.Duration `help:"Pause for this long (default: until resumed)."`
 	natsFlags
+	allFlags
 }
 
 // Run implements `consumers pause`.
@@ -245,6 +252,7 @@ func (c *ConsumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) er
 type ConsumersResumeCmd struct {
 	Name string `arg:"" help:"Consumer name."`
 	natsFlags
+	allFlags
 }
 
 // Run implements `consumers resume`.

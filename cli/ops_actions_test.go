@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/app"
@@ -78,27 +80,27 @@ func TestOpsCommandsAgainstRunningEmbeddedServe(t *testing.T) {
 	}
 
 	flags := []string{"--database-url", db.URL, "--data-dir", dataDir, "--http-addr", addr}
-	if _, err := runOps(t, append(flags, "send", "--type", orders.Created, "--id", "evt-1", "--data", `{"order_id":"o-1","amount_cents":100,"currency":"EUR"}`)...); err != nil {
+	if _, err := runOps(t, append([]string{"send", "--type", orders.Created, "--id", "evt-1", "--data", `{"order_id":"o-1","amount_cents":100,"currency":"EUR"}`}, flags...)...); err != nil {
 		t.Fatalf("send: %v", err)
 	}
 	testenv.Eventually(t, 20*time.Second, "event applied", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'evt-1'`) == 1
 	})
 
-	out, err := runOps(t, append(flags, "status")...)
+	out, err := runOps(t, append([]string{"status"}, flags...)...)
 	if err != nil || !regexpLine(out, `^HOOKS\s+1\s`) || !regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s`) {
 		t.Fatalf("status against the running serve: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "replay", "--consumer", "orders", "--from-seq", "1", "--dry-run")...)
+	out, err = runOps(t, append([]string{"replay", "--consumer", "orders", "--from-seq", "1", "--dry-run"}, flags...)...)
 	if err != nil || !regexpLine(out, `^duplicate\s+1$`) || !strings.Contains(out, "evt-1") {
 		t.Fatalf("replay --dry-run against the running serve: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "events", "show", "demo", "evt-1")...)
+	out, err = runOps(t, append([]string{"events", "show", "demo", "evt-1"}, flags...)...)
 	if err != nil || !regexpLine(out, `^orders\s+processed\s+1\s`) {
 		t.Fatalf("events show: %v\n%s", err, out)
 	}
 	// The serve's own store is not opened a second time.
-	if _, err := runOps(t, append(flags, "status", "--embedded")...); err == nil || !strings.Contains(err.Error(), "owns the store") {
+	if _, err := runOps(t, append([]string{"status", "--embedded"}, flags...)...); err == nil || !strings.Contains(err.Error(), "owns the store") {
 		t.Fatalf("status --embedded while serve runs: %v", err)
 	}
 
@@ -106,10 +108,10 @@ func TestOpsCommandsAgainstRunningEmbeddedServe(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dataDir, app.OpsEndpointFile)); !os.IsNotExist(err) {
 		t.Fatalf("ops.json after shutdown: %v", err)
 	}
-	if _, err := runOps(t, append(flags, "status")...); err == nil || !strings.Contains(err.Error(), "--embedded") {
+	if _, err := runOps(t, append([]string{"status"}, flags...)...); err == nil || !strings.Contains(err.Error(), "--embedded") {
 		t.Fatalf("status after serve stopped: %v", err)
 	}
-	out, err = runOps(t, append(flags, "status", "--embedded")...)
+	out, err = runOps(t, append([]string{"status", "--embedded"}, flags...)...)
 	if err != nil || !regexpLine(out, `^HOOKS\s+1\s`) {
 		t.Fatalf("status --embedded after serve stopped: %v\n%s", err, out)
 	}
@@ -134,17 +136,17 @@ func TestActionCommands(t *testing.T) {
 	_ = db.Pool.QueryRow(ctx, `SELECT id FROM hookbridge.dead_letters WHERE event_id = 'p2'`).Scan(&p2)
 	paid := func() int { return db.Count(t, `SELECT count(*) FROM demo.orders WHERE status = 'paid'`) }
 
-	if _, err := runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1))...); err == nil || !strings.Contains(err.Error(), "unknown order") {
+	if _, err := runOps(t, append([]string{"dead-letters", "requeue", fmt.Sprint(p1)}, flags...)...); err == nil || !strings.Contains(err.Error(), "unknown order") {
 		t.Fatalf("requeue before the fix: %v", err)
 	}
-	if _, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--event-id", "c1")...); err != nil {
+	if _, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--event-id", "c1"}, flags...)...); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1))...)
+	out, err := runOps(t, append([]string{"dead-letters", "requeue", fmt.Sprint(p1)}, flags...)...)
 	if err != nil || !strings.Contains(out, "requeued") || paid() != 1 {
 		t.Fatalf("requeue: %v, paid %d\n%s", err, paid(), out)
 	}
-	out, err = runOps(t, append(flags, "dead-letters", "requeue", fmt.Sprint(p1), "--json")...)
+	out, err = runOps(t, append([]string{"dead-letters", "requeue", fmt.Sprint(p1), "--json"}, flags...)...)
 	var rq struct{ Status string }
 	if err != nil || json.Unmarshal([]byte(out), &rq) != nil || rq.Status != "already_resolved" || paid() != 1 {
 		t.Fatalf("second requeue: %v, paid %d\n%s", err, paid(), out)
@@ -153,7 +155,7 @@ func TestActionCommands(t *testing.T) {
 		t.Fatalf("inbox rows of p1 = %d", n)
 	}
 
-	out, err = runOps(t, append(flags, "dead-letters", "discard", fmt.Sprint(p2), "--reason", "duplicate test data")...)
+	out, err = runOps(t, append([]string{"dead-letters", "discard", fmt.Sprint(p2), "--reason", "duplicate test data"}, flags...)...)
 	if err != nil || !strings.Contains(out, "discarded") {
 		t.Fatalf("discard: %v\n%s", err, out)
 	}
@@ -164,11 +166,11 @@ func TestActionCommands(t *testing.T) {
 	if err := store.InsertConflict(ctx, db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1", EventType: orders.Created, RejectedBody: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runOps(t, append(flags, "conflicts", "resolve", "1", "--resolution", "kept the original")...)
+	out, err = runOps(t, append([]string{"conflicts", "resolve", "1", "--resolution", "kept the original"}, flags...)...)
 	if err != nil || !strings.Contains(out, "resolved") {
 		t.Fatalf("conflicts resolve: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "conflicts", "resolve", "1")...)
+	out, err = runOps(t, append([]string{"conflicts", "resolve", "1"}, flags...)...)
 	if err != nil || !strings.Contains(out, "already_resolved") || db.Count(t, `SELECT count(*) FROM hookbridge.conflicts WHERE resolution = 'kept the original'`) != 1 {
 		t.Fatalf("second conflicts resolve: %v\n%s", err, out)
 	}
@@ -183,15 +185,15 @@ func TestActionCommands(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `UPDATE hookbridge.outbox SET status = 'dead', attempts = 10 WHERE event_id = 'dead-1' RETURNING id`).Scan(&deadID); err != nil {
 		t.Fatal(err)
 	}
-	out, err = runOps(t, append(flags, "outbox", "list", "--dead")...)
+	out, err = runOps(t, append([]string{"outbox", "list", "--dead"}, flags...)...)
 	if err != nil || !strings.Contains(out, "dead-1") {
 		t.Fatalf("outbox list --dead: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "outbox", "requeue", fmt.Sprint(deadID))...)
+	out, err = runOps(t, append([]string{"outbox", "requeue", fmt.Sprint(deadID)}, flags...)...)
 	if err != nil || !strings.Contains(out, "requeued") || db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'dead'`) != 0 {
 		t.Fatalf("outbox requeue: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "outbox", "requeue", fmt.Sprint(deadID))...)
+	out, err = runOps(t, append([]string{"outbox", "requeue", fmt.Sprint(deadID)}, flags...)...)
 	if err != nil || !strings.Contains(out, "not_dead") {
 		t.Fatalf("second outbox requeue: %v\n%s", err, out)
 	}
@@ -204,7 +206,7 @@ func TestReplayJSONLines(t *testing.T) {
 	for i := range 5 {
 		ns.PublishHook(t, "demo", fmt.Sprintf("c%d", i), orders.Created, testenv.OrderBody(orders.Created, fmt.Sprintf("o%d", i), 100))
 	}
-	out, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--dry-run", "--json")...)
+	out, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--dry-run", "--json"}, flags...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,17 +259,66 @@ func TestVersionAndHealthcheck(t *testing.T) {
 	}))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	if _, err := runOps(t, "--http-addr", host, "healthcheck"); err != nil {
+	if _, err := runOps(t, "healthcheck", "--http-addr", host); err != nil {
 		t.Fatalf("healthcheck of a ready server: %v", err)
 	}
 	ready.Store(false)
-	if _, err := runOps(t, "--http-addr", host, "healthcheck"); err == nil || !strings.Contains(err.Error(), "postgres") {
+	if _, err := runOps(t, "healthcheck", "--http-addr", host); err == nil || !strings.Contains(err.Error(), "postgres") {
 		t.Fatalf("healthcheck of an unready server: %v", err)
 	}
-	if _, err := runOps(t, "--http-addr", "127.0.0.1:1", "healthcheck", "--timeout", "1s"); err == nil {
+	if _, err := runOps(t, "healthcheck", "--http-addr", "127.0.0.1:1", "--timeout", "1s"); err == nil {
 		t.Fatal("healthcheck of nothing succeeded")
 	}
 	if got := loopbackFor("0.0.0.0:8080"); got != "127.0.0.1:8080" {
 		t.Fatalf("loopbackFor = %q", got)
+	}
+}
+
+// Each command's help lists only the global flags it uses; the others are
+// accepted (so one set of settings can be passed to every command) but
+// hidden.
+func TestGlobalFlagsShownOnlyWhereUsed(t *testing.T) {
+	t.Parallel()
+	help := func(args ...string) string {
+		var cli CLI
+		var buf bytes.Buffer
+		parser, err := kong.New(&cli, kong.Name("hookbridge"), kong.Writers(&buf, &buf), kong.Exit(func(int) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = parser.Parse(append(args, "--help")) // help exits through the no-op
+		return buf.String()
+	}
+	for _, c := range []struct {
+		args       []string
+		shown, not []string
+	}{
+		{[]string{"serve"}, []string{"--config", "--http-addr", "--database-url", "--nats-url", "--data-dir"}, nil},
+		{[]string{"status"}, []string{"--database-url", "--nats-url", "--data-dir", "--embedded"}, nil},
+		{[]string{"replay"}, []string{"--database-url", "--nats-url"}, nil},
+		{[]string{"dead-letters", "discard"}, []string{"--database-url", "--config"}, []string{"--nats-url", "--data-dir", "--http-addr"}},
+		{[]string{"conflicts", "list"}, []string{"--database-url"}, []string{"--nats-url", "--http-addr"}},
+		{[]string{"outbox", "list"}, []string{"--database-url", "--dead"}, []string{"--nats-url"}},
+		{[]string{"migrate"}, []string{"--database-url"}, []string{"--nats-url", "--http-addr"}},
+		{[]string{"healthcheck"}, []string{"--http-addr"}, []string{"--database-url", "--nats-url"}},
+		{[]string{"send"}, []string{"--http-addr"}, []string{"--database-url", "--nats-url"}},
+		{[]string{"version"}, nil, []string{"--database-url", "--nats-url", "--http-addr", "--config"}},
+	} {
+		out := help(c.args...)
+		for _, f := range c.shown {
+			if !strings.Contains(out, f) {
+				t.Errorf("%v --help does not show %s:\n%s", c.args, f, out)
+			}
+		}
+		for _, f := range c.not {
+			if strings.Contains(out, f) {
+				t.Errorf("%v --help shows %s, which it does not use:\n%s", c.args, f, out)
+			}
+		}
+	}
+	// A flag a command ignores is still accepted.
+	db := testenv.Postgres(t)
+	if _, err := runOps(t, "conflicts", "list", "--database-url", db.URL, "--nats-url", "nats://127.0.0.1:1", "--data-dir", t.TempDir()); err != nil {
+		t.Fatalf("conflicts list with ignored flags: %v", err)
 	}
 }

@@ -31,6 +31,7 @@ type DeadLettersListCmd struct {
 	All      bool   `help:"Include resolved dead letters."`
 	Limit    int    `help:"At most this many rows." default:"100"`
 	JSON     bool   `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `dead-letters list`.
@@ -65,6 +66,7 @@ func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 type DeadLettersShowCmd struct {
 	ID   int64 `arg:"" help:"Dead letter id (from list)."`
 	JSON bool  `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `dead-letters show`.
@@ -106,6 +108,7 @@ type ConflictsCmd struct {
 type ConflictsListCmd struct {
 	Limit int  `help:"At most this many rows (newest first)." default:"100"`
 	JSON  bool `help:"Print JSON."`
+	dbFlags
 }
 
 // Conflict is one row of hookbridge.conflicts as operators see it.
@@ -162,6 +165,7 @@ func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 type ConflictsShowCmd struct {
 	ID   int64 `arg:"" help:"Conflict id (from list)."`
 	JSON bool  `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `conflicts show`.

@@ -26,6 +26,7 @@ type ReplayCmd struct {
 	DryRun      bool   `name:"dry-run" help:"Report per message what would happen (new, duplicate, conflict) without applying."`
 	JSON        bool   `help:"Print one JSON object per line: each message as it is handled (all of a dry run, else those that did not apply), then {\"summary\": ...}."`
 	natsFlags
+	allFlags
 }
 
 // progressEvery is how often a running replay reports its progress on

@@ -15,6 +15,7 @@ import (
 type StatusCmd struct {
 	JSON bool `help:"Print JSON."`
 	natsFlags
+	allFlags
 }
 
 // Run implements the status command. Without a way to reach JetStream it

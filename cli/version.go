@@ -67,6 +67,7 @@ func (c *VersionCmd) Run(rt *runtime) error {
 type HealthcheckCmd struct {
 	URL     string        `help:"Readiness URL (default: http://<http_addr>/readyz, a 0.0.0.0 or [::] host asked on loopback)."`
 	Timeout time.Duration `help:"Give up after this long." default:"3s"`
+	httpFlags
 }
 
 // Run implements the healthcheck command: exit 0 when /readyz answers 200.
