@@ -297,6 +297,14 @@ func (b *browser) pageExceptions() []string {
 
 func css(s string) chromedp.CSS { return chromedp.CSS(s) }
 
+// login opens the console at base and logs in with the right token.
+func (b *browser) login(base string) {
+	b.t.Helper()
+	b.do("open the console", chromedp.Navigate(base), chromedp.WaitVisible(css("#login-token")))
+	b.do("log in", chromedp.SetValue(css("#login-token"), browserToken), chromedp.Click(css("#login-submit")))
+	b.until("the overview", `!document.getElementById("page-overview").hidden && document.getElementById("ov-ready") !== null`)
+}
+
 // TestConsoleInBrowser walks an operator through the console: log in
 // (a wrong token first), watch a dead letter appear on the live overview,
 // try to requeue it before the cause is fixed (refused, nothing applied),
@@ -493,6 +501,99 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Error("the conflict page scrolls sideways on a 390 px wide screen")
 	}
 
+	if ex := b.pageExceptions(); len(ex) > 0 {
+		t.Errorf("the page threw: %v", ex)
+	}
+}
+
+// TestConsoleActionsInBrowser covers the console's other actions in
+// headless Chromium against a real serve: discard a dead letter with a
+// reason (kept, marked, nothing applied) and find it again with the
+// resolved filter; requeue a dead outbox row (the relay then publishes
+// it to EVENTS); pause a consumer (an event sent meanwhile stays
+// unapplied) and resume it (the event applies).
+func TestConsoleActionsInBrowser(t *testing.T) {
+	chrome := chromiumPath(t)
+	var fixed atomic.Bool // never set: the broken order stays broken
+	s := startConsoleServe(t, fixableOrders(&fixed))
+	b := newBrowser(t, chrome)
+	base := "http://" + s.adminAddr + "/"
+	b.login(base)
+	ctx := context.Background()
+
+	// Discard.
+	if code := s.post(t, "evt-junk", brokenOrder, 1); code != http.StatusAccepted {
+		t.Fatalf("evt-junk: status %d", code)
+	}
+	b.until("the dead letter on the overview", `document.getElementById("ov-dead-letters").textContent === "1"`)
+	dl := s.id(t, "SELECT id FROM hookbridge.dead_letters WHERE event_id = 'evt-junk'")
+	b.do("open the dead letter", chromedp.Navigate(base+fmt.Sprintf("#/dead-letters/%d", dl)), chromedp.WaitVisible(css("#dl-discard-form")))
+	const reason = "a test event from the sender's sandbox"
+	b.do("discard it", chromedp.SetValue(css("#dl-discard-reason"), reason), chromedp.Click(css("#dl-discard")))
+	b.until("the dead letter discarded", `(document.getElementById("dl-detail-status")||{textContent:""}).textContent.includes("discarded")`)
+	b.shot("dead-letter-discarded")
+	if n := s.db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE id = $1 AND resolved_at IS NOT NULL AND resolution = 'discarded' AND resolution_note = $2", dl, reason); n != 1 {
+		t.Errorf("dead letter %d is not kept marked discarded with the reason typed", dl)
+	}
+	if n := s.db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
+		t.Errorf("orders = %d after a discard, want 0", n)
+	}
+	row := fmt.Sprintf(`#dl-list tr[data-id="%d"]`, dl)
+	b.do("the unresolved list", chromedp.Click(css(`#nav a[data-page="dead-letters"]`)))
+	b.until("an empty unresolved list", `document.querySelector("#dl-list .empty") !== null`)
+	b.do("show the resolved ones", chromedp.SetValue(css("#dl-resolved"), "true"), chromedp.Click(css("#dl-apply")), chromedp.WaitVisible(css(row)))
+	b.shot("dead-letters-resolved")
+
+	// Outbox: a row the relay gave up on (put there as the relay would
+	// leave it); requeued, the relay publishes it.
+	var ob int64
+	if err := s.db.Pool.QueryRow(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload, status, attempts, last_error)
+		VALUES ('out-dead-1', 'events.orders.created', '{"order_id":"o-x"}', 'dead', 20, 'nats: no responders available')
+		RETURNING id`).Scan(&ob); err != nil {
+		t.Fatal(err)
+	}
+	eventsBefore := s.js.StreamMsgs(t, stream.Events)
+	orow := fmt.Sprintf(`#ob-list tr[data-id="%d"]`, ob)
+	b.do("open the outbox", chromedp.Click(css(`#nav a[data-page="outbox"]`)), chromedp.WaitVisible(css(orow)))
+	b.shot("outbox-dead")
+	b.do("requeue the row", chromedp.Click(css(orow+" button")))
+	b.until("the row requeued", fmt.Sprintf(`document.querySelector(%q).textContent === "Requeued"`, orow+" button"))
+	testenv.Eventually(t, 15*time.Second, "the relay publishes the requeued row", func() bool {
+		return s.db.Count(t, "SELECT count(*) FROM hookbridge.outbox WHERE id = $1 AND status = 'sent'", ob) == 1
+	})
+	if n := s.js.StreamMsgs(t, stream.Events); n != eventsBefore+1 {
+		t.Errorf("EVENTS holds %d messages, want %d", n, eventsBefore+1)
+	}
+
+	// Pause and resume.
+	crow := `#ov-consumers tr[data-consumer="orders"]`
+	b.do("the overview", chromedp.Click(css(`#nav a[data-page="overview"]`)), chromedp.WaitVisible(css(crow+" button")))
+	b.do("pause orders", chromedp.Click(css(crow+" button")))
+	b.until("orders paused", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("paused")`, crow))
+	b.until("the pause reported", `document.getElementById("flash").textContent === "Consumer orders paused."`)
+	b.shot("consumer-paused")
+	c, err := s.js.JS.Consumer(ctx, stream.Hooks, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := c.Info(ctx); err != nil || !info.Paused {
+		t.Fatalf("JetStream consumer orders paused = %v (%v), want true", info != nil && info.Paused, err)
+	}
+	if code := s.post(t, "evt-paused", "o-p", 5); code != http.StatusAccepted {
+		t.Fatalf("evt-paused: status %d", code)
+	}
+	b.until("the paused consumer's backlog", fmt.Sprintf(`document.querySelector(%q).textContent.includes("paused") && document.querySelector(%q).textContent === "1"`,
+		crow, crow+` td[data-label="Pending"]`))
+	if n := s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-p'"); n != 0 {
+		t.Fatal("a paused consumer applied an event")
+	}
+	b.do("resume orders", chromedp.Click(css(crow+" button")))
+	b.until("orders running", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("running")`, crow))
+	b.until("the resume reported", `document.getElementById("flash").textContent === "Consumer orders resumed."`)
+	testenv.Eventually(t, 15*time.Second, "the event applied after resume", func() bool {
+		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-p'") == 1
+	})
+	b.shot("consumer-resumed")
 	if ex := b.pageExceptions(); len(ex) > 0 {
 		t.Errorf("the page threw: %v", ex)
 	}

@@ -47,6 +47,44 @@
     append(node, children);
   }
 
+  // shape describes a node's structure and attributes, not its text.
+  function shape(n) {
+    if (n.nodeType !== Node.ELEMENT_NODE) return "#";
+    let s = n.nodeName;
+    for (const a of n.attributes) s += " " + a.name + "=" + a.value;
+    s += "(";
+    for (const c of n.childNodes) s += shape(c) + ",";
+    return s + ")";
+  }
+
+  function textNodes(n, out) {
+    for (const c of n.childNodes) {
+      if (c.nodeType === Node.ELEMENT_NODE) textNodes(c, out);
+      else out.push(c);
+    }
+    return out;
+  }
+
+  // refresh shows children in target like replace, but when target
+  // already holds the same structure only the changed texts are written:
+  // a live page keeps its nodes, so a button or link being clicked is not
+  // swapped out under the pointer. Anything that decides what a button
+  // does is in its attributes (aria-label, data-*), so equal shape means
+  // equal behaviour.
+  function refresh(target, ...children) {
+    const next = document.createElement("div");
+    append(next, children);
+    const same = target.childNodes.length === next.childNodes.length &&
+      [...target.childNodes].every((c, i) => shape(c) === shape(next.childNodes[i]));
+    if (!same) {
+      target.replaceChildren(...next.childNodes);
+      return;
+    }
+    const olds = textNodes(target, []);
+    const news = textNodes(next, []);
+    olds.forEach((o, i) => { if (o.data !== news[i].data) o.data = news[i].data; });
+  }
+
   // table renders rows as an accessible table. columns: {label, cell(row),
   // num}. Each cell carries its column label, which the phone layout shows
   // in front of the value.
@@ -345,26 +383,26 @@
 
   async function renderOverview(args, params, gen) {
     previous = null;
-    const refresh = async () => {
+    const tick = async () => {
       if (!$("ov-live").checked && previous) return;
       let st;
       try {
         st = await get("status");
       } catch (e) {
-        if (!stale(gen)) replace($("ov-updated"), el("span", { class: "error", text: " update failed: " + errText(e) }));
+        if (!stale(gen)) refresh($("ov-updated"), el("span", { class: "error", text: " update failed: " + errText(e) }));
         return;
       }
       if (stale(gen)) return;
       drawOverview(st, sampleRates(st));
     };
-    await refresh();
-    if (!stale(gen)) every(REFRESH_MS, refresh);
+    await tick();
+    if (!stale(gen)) every(REFRESH_MS, tick);
   }
 
   function drawOverview(st, rates) {
     fillConsumerNames(st);
     const ob = st.outbox || {};
-    replace($("ov-cards"),
+    refresh($("ov-cards"),
       card("Ready", st.ready ? "yes" : "no", { id: "ov-ready", alert: !st.ready }),
       card("Dead letters", num(st.dead_letters_unresolved), {
         id: "ov-dead-letters", href: "#/dead-letters", alert: st.dead_letters_unresolved > 0, sub: "unresolved",
@@ -376,7 +414,7 @@
       card("Outbox dead", num(ob.dead), { id: "ov-outbox-dead", href: "#/outbox", alert: ob.dead > 0 }),
     );
 
-    replace($("ov-consumers"), table(null, [
+    refresh($("ov-consumers"), table(null, [
       { label: "Consumer", cell: (c) => el("strong", { text: c.name }) },
       { label: "Pending", num: true, cell: (c) => num(c.pending) },
       { label: "Ack pending", num: true, cell: (c) => num(c.ack_pending) },
@@ -393,7 +431,7 @@
       }) },
     ], st.consumers, "No consumers are configured.", (c) => ({ "data-consumer": c.name })));
 
-    replace($("ov-streams"), table(null, [
+    refresh($("ov-streams"), table(null, [
       { label: "Stream", cell: (s) => el("strong", { text: s.name }) },
       { label: "Messages", num: true, cell: (s) => num(s.messages) },
       { label: "Stored", num: true, cell: (s) => rate(rates.streams[s.name] && rates.streams[s.name].stored) },
@@ -402,13 +440,13 @@
       { label: "Replay reaches back", cell: (s) => s.max_age_seconds > 0 ? duration(s.max_age_seconds) : "no age limit" },
     ], st.streams, "No streams."));
 
-    replace($("ov-outbox"), fields([
+    refresh($("ov-outbox"), fields([
       ["Pending", num(ob.pending)],
       ["Oldest pending", ob.pending > 0 ? duration(ob.oldest_pending_age_seconds) : "none pending"],
       ["Dead", ob.dead > 0 ? link("#/outbox", num(ob.dead) + " (view)") : "0"],
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
-    replace($("ov-updated"), " updated " + new Date().toLocaleTimeString());
+    refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
   }
 
   async function pauseResume(button, name, pause) {
@@ -417,7 +455,7 @@
       const r = await post("consumers/" + encodeURIComponent(name) + (pause ? "/pause" : "/resume"), {});
       flash("Consumer " + r.name + (r.paused ? " paused." : " resumed."));
       previous = null;
-      if (current === "overview") drawOverview(await get("status"), {});
+      if (current === "overview") drawOverview(await get("status"), { consumers: {}, streams: {} });
     } catch (e) {
       flash("Could not " + (pause ? "pause " : "resume ") + name + ": " + errText(e), "error");
       button.disabled = false;
