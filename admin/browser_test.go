@@ -330,6 +330,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !b.eval(fmt.Sprintf(`sessionStorage.getItem("hookbridge.admin_token") === %q && document.cookie === ""`, browserToken)) {
 		t.Fatal("the token is not kept in sessionStorage only")
 	}
+	if b.eval(`[...document.querySelectorAll("#ov-consumers tr[data-consumer]")].some(r => r.dataset.consumer !== "orders" && r.querySelector("button"))`) {
+		t.Error("an internal consumer offers Pause")
+	}
 	if got := b.text("#ov-dead-letters"); got != "0" {
 		t.Fatalf("dead letters before any event: %q, want 0", got)
 	}
@@ -449,6 +452,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.shot("replay-dry-run")
 	if got := b.text("#rp-count"); got != strconv.FormatUint(msgs, 10) {
 		t.Fatalf("dry run counts %q messages, want %d", got, msgs)
+	}
+	if got := b.text("#rp-outcomes"); !strings.Contains(got, "1 new") || !strings.Contains(got, "2 duplicate") {
+		t.Errorf("dry run outcomes %q, want 1 new (the lost o-1) and 2 duplicates", got)
+	}
+	if b.eval(`[...document.querySelectorAll("#rp-consumer option")].some(o => o.value !== "orders")`) {
+		t.Error("replay offers a consumer other than the configured orders")
 	}
 	if n := s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-1'"); n != 0 {
 		t.Fatal("the dry run applied something")

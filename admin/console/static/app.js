@@ -423,7 +423,7 @@
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
       { label: "State", cell: (c) => c.paused ? badge("paused", "warn") : badge("running", "ok") },
-      { label: "Action", cell: (c) => el("button", {
+      { label: "Action", cell: (c) => !operated(c) ? el("span", { class: "hint", text: "internal" }) : el("button", {
         type: "button", class: "small secondary", "data-consumer": c.name,
         "aria-label": (c.paused ? "Resume " : "Pause ") + c.name,
         text: c.paused ? "Resume" : "Pause",
@@ -462,9 +462,17 @@
     }
   }
 
+  // operated reports whether a consumer is one of the configured ones an
+  // operator pauses and replays: those read HOOKS. hookbridge's own
+  // consumers (the conflict recorder reads HOOKS_CONFLICTS) are shown but
+  // offer no action.
+  function operated(c) {
+    return c.stream === "HOOKS";
+  }
+
   let consumerNames = [];
   function fillConsumerNames(st) {
-    const names = (st.consumers || []).map((c) => c.name);
+    const names = (st.consumers || []).filter(operated).map((c) => c.name);
     if (names.join("\n") === consumerNames.join("\n")) return;
     consumerNames = names;
     replace($("consumer-names"), names.map((n) => el("option", { value: n })));
@@ -678,7 +686,8 @@
         ["Source", c.source],
         ["Event id", el("code", { text: c.event_id })],
         ["Event type", c.event_type],
-        ["Stream seq", c.stream_seq ? num(c.stream_seq) : "not stored: the ingress refused it"],
+        ["Stream seq", c.stream_seq ? num(c.stream_seq)
+          : "not stored: the ingress refused it" + (c.original_seq ? " (the original is stream message " + num(c.original_seq) + ")" : "")],
         ["Detected", time(c.detected_at)],
         c.resolved_at ? ["Resolved", el("span", null, time(c.resolved_at), " — ", c.resolution || "")] : null,
         ["Life of this event", link(eventHref(c.source, c.event_id), "Look up " + c.event_id)],
@@ -872,7 +881,7 @@
     }
     if (stale(gen)) return;
     fillConsumerNames(st);
-    replace(sel, (st.consumers || []).map((c) => el("option", { value: c.name, text: c.name })));
+    replace(sel, (st.consumers || []).filter(operated).map((c) => el("option", { value: c.name, text: c.name })));
     if (keep && consumerNames.includes(keep)) sel.value = keep;
   }
 
@@ -907,11 +916,16 @@
     }
     const sum = r.summary || {};
     const byType = Object.entries(sum.by_type || {}).sort((x, y) => y[1] - x[1]);
+    const byOutcome = Object.entries(sum.by_outcome || {}).sort((x, y) => y[1] - x[1]);
     const items = r.items || [];
+    const outcomes = items.some((i) => i.outcome);
     replace(out,
       el("h2", { text: "Dry run" }),
       el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.messages || 0) }),
         " message" + (sum.messages === 1 ? "" : "s") + " would be re-delivered to " + req.consumer + "."),
+      byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
+        byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
+        ". Duplicates change nothing.") : null,
       byType.length ? table("By event type", [
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
@@ -920,7 +934,8 @@
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
-      ], items) : null);
+        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" ? "ok" : i.outcome === "conflict" ? "bad" : "") : null } : null,
+      ].filter((c) => c), items) : null);
     if ((sum.messages || 0) > 0) {
       replayPlan = req;
       $("rp-apply").textContent = "Apply: re-deliver " + num(sum.messages) + " message" + (sum.messages === 1 ? "" : "s");
