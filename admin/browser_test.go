@@ -603,6 +603,16 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-p'") == 1
 	})
 	b.shot("consumer-resumed")
+
+	// A token that stops working (rotated on the server) sends the
+	// operator back to the login form with the reason, and is forgotten.
+	b.do("rotate the token under the page", chromedp.Evaluate[chromedp.Void](`sessionStorage.setItem("hookbridge.admin_token", "rotated-away")`),
+		chromedp.Click(css(`#nav a[data-page="dead-letters"]`)))
+	b.until("the login form", `!document.getElementById("page-login").hidden && document.getElementById("login-error").textContent.includes("refused")`)
+	b.shot("token-refused")
+	if !b.eval(`sessionStorage.getItem("hookbridge.admin_token") === null`) {
+		t.Error("a refused token is still kept")
+	}
 	if ex := b.pageExceptions(); len(ex) > 0 {
 		t.Errorf("the page threw: %v", ex)
 	}
