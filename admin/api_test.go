@@ -664,3 +664,10 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("open-ended pause = %+v", res)
 	}
 }
+
+func newServer(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
