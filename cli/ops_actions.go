@@ -243,6 +243,9 @@ func (c *ConsumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) er
 		if err != nil {
 			return fmt.Errorf("consumers pause: %w", err)
 		}
+		if res.Until == nil {
+			return fmt.Errorf("consumers pause: the server answered that %s is not paused", res.Name)
+		}
 		fmt.Fprintf(rt.stdout, "consumer %s paused until %s\n", res.Name, fmtTime(*res.Until))
 		return nil
 	})

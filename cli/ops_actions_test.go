@@ -19,6 +19,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
@@ -320,5 +321,33 @@ func TestGlobalFlagsShownOnlyWhereUsed(t *testing.T) {
 	db := testenv.Postgres(t)
 	if _, err := runOps(t, "conflicts", "list", "--database-url", db.URL, "--nats-url", "nats://127.0.0.1:1", "--data-dir", t.TempDir()); err != nil {
 		t.Fatalf("conflicts list with ignored flags: %v", err)
+	}
+}
+
+// consumers pause and resume act on the JetStream durable, and status
+// shows the pause.
+func TestConsumersPauseResumeCommands(t *testing.T) {
+	t.Parallel()
+	_, ns, flags := opsEnv(t)
+	if _, err := ns.JS.CreateConsumer(context.Background(), "HOOKS", jetstream.ConsumerConfig{Durable: "orders", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOps(t, append([]string{"consumers", "pause", "orders", "--for", "1h"}, flags...)...)
+	if err != nil || !strings.Contains(out, "paused until") {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append([]string{"status"}, flags...)...)
+	if err != nil || !regexpLine(out, `^HOOKS\s+orders \(paused\)\s`) {
+		t.Fatalf("status of a paused consumer: %v\n%s", err, out)
+	}
+	if _, err := runOps(t, append([]string{"consumers", "resume", "orders"}, flags...)...); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ns.JS.Consumer(context.Background(), "HOOKS", "orders")
+	if err != nil || c.CachedInfo().Paused {
+		t.Fatalf("after resume: %v, paused %v", err, err == nil && c.CachedInfo().Paused)
+	}
+	if _, err := runOps(t, append([]string{"consumers", "pause", "nobody"}, flags...)...); err == nil || !strings.Contains(err.Error(), "not configured") {
+		t.Fatalf("pause of an unknown consumer: %v", err)
 	}
 }
