@@ -17,6 +17,13 @@ ENV HOOKBRIDGE_DATA_DIR=/var/lib/hookbridge \
 USER nonroot:nonroot
 # 8080: webhooks, /healthz, /readyz (and /metrics unless metrics_addr is
 # set); 9090: the conventional metrics_addr (HOOKBRIDGE_METRICS_ADDR).
+# The admin API and console listen only with HOOKBRIDGE_ADMIN_TOKEN set,
+# on HOOKBRIDGE_ADMIN_ADDR (default 127.0.0.1:8081, inside the container;
+# set 0.0.0.0:8081 and publish it on a private address to reach it).
 EXPOSE 8080 9090
+# The image has no shell or curl: the binary asks its own /readyz on
+# http_addr (a 0.0.0.0 host is asked on 127.0.0.1) and exits 0 or 1.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["hookbridge", "healthcheck"]
 ENTRYPOINT ["hookbridge"]
 CMD ["serve"]

@@ -15,6 +15,9 @@ type composeFile struct {
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		DependsOn   map[string]any    `yaml:"depends_on"`
+		Healthcheck struct {
+			Test []string `yaml:"test"`
+		} `yaml:"healthcheck"`
 	} `yaml:"services"`
 }
 
@@ -41,6 +44,9 @@ func TestComposeFile(t *testing.T) {
 
 	var natsNodes, clusterBridges []string
 	for name, svc := range f.Services {
+		if strings.HasPrefix(name, "hookbridge") && !slices.Equal(svc.Healthcheck.Test, []string{"CMD", "hookbridge", "healthcheck"}) {
+			t.Errorf("%s healthcheck %q: want the binary's own [CMD hookbridge healthcheck]", name, svc.Healthcheck.Test)
+		}
 		for k := range svc.Environment {
 			if (strings.HasPrefix(k, "HOOKBRIDGE_") || strings.HasPrefix(k, "OTEL_")) && !read[k] {
 				t.Errorf("%s sets %s, which hookbridge does not read", name, k)
@@ -83,5 +89,18 @@ func TestComposeFile(t *testing.T) {
 	}
 	if len(natsNodes) != 3 || len(clusterBridges) < 2 {
 		t.Fatalf("cluster profile: nats nodes %v, hookbridge instances %v; want 3 and at least 2", natsNodes, clusterBridges)
+	}
+}
+
+// The image's HEALTHCHECK runs the binary itself (distroless has no
+// shell), with the exec form.
+func TestDockerfileHealthcheck(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `CMD ["hookbridge", "healthcheck"]`) || !strings.Contains(string(b), "HEALTHCHECK ") {
+		t.Fatal(`Dockerfile has no HEALTHCHECK ... CMD ["hookbridge", "healthcheck"]`)
 	}
 }

@@ -41,6 +41,10 @@ func (c *Config) InboxRetentionOrDefault() time.Duration {
 	return max(DefaultInboxRetention, stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge)
 }
 
+// DefaultAdminAddr is the admin listener's address when none is set:
+// loopback only, like the webhook address's default.
+const DefaultAdminAddr = "127.0.0.1:8081"
+
 // DefaultDatabaseURL is used when no database is configured anywhere.
 const DefaultDatabaseURL = "postgres://postgres:postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
@@ -58,9 +62,15 @@ type Config struct {
 	// 0 ("0s" in YAML) keeps them forever.
 	InboxRetention *time.Duration `yaml:"inbox_retention"`
 	MetricsAddr    string         `yaml:"metrics_addr"`
-	LogFormat      string         `yaml:"log_format"` // text or json
-	LogLevel       string         `yaml:"log_level"`  // debug, info, warn, error
-	Streams        StreamsConfig  `yaml:"streams"`
+	// AdminAddr is the admin API and console's own listener (default
+	// 127.0.0.1:8081), never the webhook address. It starts only with a
+	// token: AdminToken, or the first line of the file AdminTokenFile.
+	AdminAddr      string        `yaml:"admin_addr"`
+	AdminToken     string        `yaml:"admin_token"`
+	AdminTokenFile string        `yaml:"admin_token_file"`
+	LogFormat      string        `yaml:"log_format"` // text or json
+	LogLevel       string        `yaml:"log_level"`  // debug, info, warn, error
+	Streams        StreamsConfig `yaml:"streams"`
 	Sources        []SourceConfig
 	Consumers      []ConsumerConfig
 	Relay          RelayConfig `yaml:"relay"`
@@ -71,6 +81,7 @@ type Config struct {
 	// Selftest enables the built-in acceptance run (hookbridge selftest).
 	Selftest SelftestConfig `yaml:"selftest"`
 
+	adminToken string // read by Validate from admin_token or admin_token_file
 	// dir is the configuration file's directory, which relative paths in
 	// it (sql.migrations) start at; empty when not read from a file.
 	dir string
@@ -87,6 +98,10 @@ type SelftestConfig struct {
 	SecretEnv  stringList `yaml:"secret_env"`
 	SecretFile stringList `yaml:"secret_file"`
 }
+
+// AdminTokenValue is the admin token as [Config.Validate] read it (from
+// admin_token or admin_token_file); "" leaves the admin listener off.
+func (c *Config) AdminTokenValue() string { return c.adminToken }
 
 // TracingConfig configures OpenTelemetry tracing (off when no endpoint).
 type TracingConfig struct {
@@ -217,6 +232,9 @@ func (c *Config) ApplyEnv(env Env) {
 	set(&c.LogFormat, "HOOKBRIDGE_LOG_FORMAT")
 	set(&c.LogLevel, "HOOKBRIDGE_LOG_LEVEL")
 	set(&c.MetricsAddr, "HOOKBRIDGE_METRICS_ADDR")
+	set(&c.AdminAddr, "HOOKBRIDGE_ADMIN_ADDR")
+	set(&c.AdminToken, "HOOKBRIDGE_ADMIN_TOKEN")
+	set(&c.AdminTokenFile, "HOOKBRIDGE_ADMIN_TOKEN_FILE")
 	set(&c.Tracing.OTLPEndpoint, "HOOKBRIDGE_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 	set(&c.Tracing.ServiceName, "OTEL_SERVICE_NAME")
 	if v, ok := env("HOOKBRIDGE_STREAM_REPLICAS"); ok && v != "" {
@@ -245,6 +263,9 @@ func (c *Config) ApplyEnv(env Env) {
 	}
 	if c.DataDir == "" {
 		c.DataDir = "./data"
+	}
+	if c.AdminAddr == "" {
+		c.AdminAddr = DefaultAdminAddr
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = bridge.DefaultMaxBodyBytes
@@ -394,6 +415,22 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 		// A message still in HOOKS can be redelivered or replayed; without
 		// its inbox row it would be applied a second time.
 		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", retention, maxAge)
+	}
+	if c.AdminToken == "" && c.AdminTokenFile != "" {
+		b, err := os.ReadFile(c.AdminTokenFile)
+		if err != nil {
+			bad("admin_token_file", "cannot read %s: %v", c.AdminTokenFile, errors.Unwrap(err))
+		} else if c.adminToken = strings.TrimSpace(string(b)); c.adminToken == "" {
+			bad("admin_token_file", "%s is empty", c.AdminTokenFile)
+		}
+	} else {
+		c.adminToken = strings.TrimSpace(c.AdminToken)
+	}
+	if c.adminToken != "" && !strings.HasSuffix(c.AdminAddr, ":0") && (c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr) {
+		bad("admin_addr", "%s is also the webhook or metrics address; the admin API needs a listener of its own", c.AdminAddr)
+	}
+	if c.adminToken != "" && len(c.adminToken) < 16 {
+		bad("admin_token", "must be at least 16 characters (try: openssl rand -hex 32)")
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")

@@ -69,3 +69,16 @@ func readyz(checks []check) http.HandlerFunc {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": out})
 	}
 }
+
+// allReady reports whether every check answers, as /readyz without a
+// role does.
+func allReady(ctx context.Context, checks []check) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, c := range checks {
+		if c.fn(ctx) != nil {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hookbridge/hookbridge/admin/console"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/embedded"
@@ -44,15 +46,21 @@ type Server struct {
 	log      *slog.Logger
 
 	embedded *server.Server
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	pool     *pgxpool.Pool
-	httpSrv  *http.Server
-	listener net.Listener
+	// opsEndpoint is what serve wrote to data_dir/ops.json for the
+	// operator commands (embedded server only).
+	opsEndpoint *OpsEndpoint
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	pool        *pgxpool.Pool
+	httpSrv     *http.Server
+	listener    net.Listener
 	// tel holds the metrics, the tracer and the consumers' readiness
 	// (metrics.go, tracing.go).
 	tel             telemetry
 	metricsListener net.Listener
+	adminListener   net.Listener
+	// console is the operator console served at / on the admin listener.
+	console fs.FS
 	// failure is the first part that failed for good (see goRole).
 	failure atomic.Pointer[error]
 	// guardInterval is how often the storage guard looks (0: every 5s).
@@ -61,7 +69,7 @@ type Server struct {
 
 // NewServer prepares a server; [Server.Run] starts it.
 func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logger) (*Server, error) {
-	s := &Server{cfg: cfg, handlers: WithSelftest(cfg, handlers), roles: map[string]bool{}, log: logger}
+	s := &Server{cfg: cfg, handlers: WithSelftest(cfg, handlers), roles: map[string]bool{}, log: logger, console: console.FS}
 	if len(roles) == 0 {
 		roles = []string{RoleAll}
 	}
@@ -86,12 +94,28 @@ func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logge
 func (s *Server) connectNATS() error {
 	var err error
 	if s.cfg.NATSURL == "" {
-		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
-			MaxPayload: s.cfg.NATSMaxPayload()})
+		user, password, err := newOpsCredentials()
 		if err != nil {
 			return err
 		}
-		s.nc, err = embedded.Connect(s.embedded)
+		// Loopback only, random port, this run's password: for the
+		// operator commands of this machine's user (see opsendpoint.go).
+		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
+			MaxPayload: s.cfg.NATSMaxPayload(), Listen: true, Host: "127.0.0.1", Port: -1, User: user, Password: password})
+		if err != nil {
+			return err
+		}
+		s.nc, err = embedded.Connect(s.embedded, nats.UserInfo(user, password))
+		if err == nil {
+			ep := OpsEndpoint{URL: s.embedded.ClientURL(), User: user, Password: password}
+			if err = writeOpsEndpoint(s.cfg.DataDir, ep); err == nil {
+				s.opsEndpoint = &ep
+			}
+		}
+		if err != nil {
+			s.closeNATS() // Run only closes what connected
+			return err
+		}
 	} else {
 		s.nc, err = nats.Connect(s.cfg.NATSURL,
 			nats.Name("hookbridge"),
@@ -168,7 +192,8 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}}}
 	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
-	if needsDB {
+	// The admin API reads and writes Postgres whatever the roles.
+	if needsDB || s.cfg.AdminTokenValue() != "" {
 		var err error
 		pcfg, err := pgxpool.ParseConfig(s.cfg.PoolURL())
 		if err != nil {
@@ -182,7 +207,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 			return fmt.Errorf("postgres config: %w", err)
 		}
 		defer s.pool.Close()
-		checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+		if needsDB {
+			checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+		}
 	}
 	checks = append(checks, s.consumerChecks()...)
 	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval}
@@ -221,6 +248,14 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		ln.Close()
 		return err
 	}
+	serveAdmin, err := s.startAdmin(checks, s.console)
+	if err != nil {
+		ln.Close()
+		if s.metricsListener != nil {
+			s.metricsListener.Close()
+		}
+		return err
+	}
 	// Slow or endless requests are cut off instead of holding memory.
 	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
 
@@ -243,6 +278,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	})
 	if serveMetrics != nil {
 		s.goRole(workers, "metrics", serveMetrics)
+	}
+	if serveAdmin != nil {
+		s.goRole(workers, "admin", serveAdmin)
 	}
 	s.goRole(workers, "storage guard", guard.run)
 	if needsDB {
@@ -530,6 +568,9 @@ func (s *Server) closeNATS() {
 			time.Sleep(20 * time.Millisecond)
 		}
 		s.nc.Close()
+	}
+	if s.opsEndpoint != nil {
+		removeOpsEndpoint(s.cfg.DataDir, *s.opsEndpoint)
 	}
 	if s.embedded != nil {
 		s.embedded.Shutdown()

@@ -27,6 +27,8 @@ type Status struct {
 	// DeadLetters counts unresolved dead letters per consumer.
 	DeadLetters map[string]int64 `json:"dead_letters_unresolved"`
 	Conflicts   int64            `json:"conflicts"`
+	// ConflictsUnresolved counts the conflicts nobody resolved yet.
+	ConflictsUnresolved int64 `json:"conflicts_unresolved"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
@@ -64,12 +66,17 @@ type ConsumerStatus struct {
 	// OldestUnackedSeconds the age of the first message after it (0: none).
 	AckFloor             uint64  `json:"ack_floor"`
 	OldestUnackedSeconds float64 `json:"oldest_unacked_seconds"`
+	// DeliveredSeq is the last stream sequence delivered; Paused whether
+	// an operator paused the consumer (nats-server 2.11 and later).
+	DeliveredSeq uint64 `json:"delivered_seq"`
+	Paused       bool   `json:"paused"`
 }
 
 // OutboxStatus summarises hookbridge.outbox.
 type OutboxStatus struct {
 	Pending             int64   `json:"pending"`
 	Dead                int64   `json:"dead"`
+	Sent                int64   `json:"sent"`
 	OldestPendingSecond float64 `json:"oldest_pending_seconds"`
 }
 
@@ -89,8 +96,11 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
-	st.Outbox = OutboxStatus{Pending: ob.Pending, Dead: ob.Dead, OldestPendingSecond: ob.OldestPending.Seconds()}
+	st.Outbox = OutboxStatus{Pending: ob.Pending, Dead: ob.Dead, Sent: ob.Sent, OldestPendingSecond: ob.OldestPending.Seconds()}
 	if st.Conflicts, err = store.CountConflicts(ctx, pool); err != nil {
+		return fmt.Errorf("count conflicts: %w", err)
+	}
+	if st.ConflictsUnresolved, err = store.CountUnresolvedConflicts(ctx, pool); err != nil {
 		return fmt.Errorf("count conflicts: %w", err)
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
@@ -141,6 +151,7 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		cs := ConsumerStatus{
 			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
 			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
+			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused,
 		}
 		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
 			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {

@@ -1,6 +1,6 @@
 // Package cli is the hookbridge command line (serve, relay, migrate,
-// send, config check, status, replay, dead-letters, conflicts, selftest)
-// over the app library.
+// send, config check, status, replay, dead-letters, conflicts, outbox,
+// events, consumers, selftest, version, healthcheck) over the app library.
 // cmd/hookbridge is [Main] with the built-in handlers; a team that writes
 // its own handlers builds its own main the same way, passing its
 // [app.Handlers].
@@ -21,19 +21,87 @@ import (
 	"github.com/hookbridge/hookbridge/schema"
 )
 
-// Globals are the flags every command takes. Flags win over environment
-// variables, which win over the file, which wins over the defaults.
+// Globals are the settings a command line can override. Flags win over
+// environment variables, which win over the file, which wins over the
+// defaults. Each command takes only the flags it uses (the flag groups
+// below), so its help lists no flag it would ignore.
 type Globals struct {
-	Config      string `help:"YAML configuration file." env:"HOOKBRIDGE_CONFIG" type:"path"`
-	HTTPAddr    string `name:"http-addr" help:"HTTP listen address (env HOOKBRIDGE_HTTP_ADDR; default 127.0.0.1:8080)."`
-	DatabaseURL string `name:"database-url" help:"Postgres URL (env HOOKBRIDGE_DATABASE_URL, DATABASE_URL, PG* variables)."`
-	NATSURL     string `name:"nats-url" help:"External NATS URL; empty runs an embedded JetStream server (env HOOKBRIDGE_NATS_URL)."`
-	DataDir     string `name:"data-dir" help:"Data directory for the embedded server (env HOOKBRIDGE_DATA_DIR; default ./data)."`
+	ConfigFlag
+	HTTPAddrFlag
+	DatabaseFlag
+	NATSFlags
 }
+
+// ConfigFlag is the configuration file.
+type ConfigFlag struct {
+	Config string `help:"YAML configuration file." env:"HOOKBRIDGE_CONFIG" type:"path"`
+}
+
+// HTTPAddrFlag is the webhook listener.
+type HTTPAddrFlag struct {
+	HTTPAddr string `name:"http-addr" help:"HTTP listen address (env HOOKBRIDGE_HTTP_ADDR; default 127.0.0.1:8080)."`
+}
+
+// DatabaseFlag is the database.
+type DatabaseFlag struct {
+	DatabaseURL string `name:"database-url" help:"Postgres URL (env HOOKBRIDGE_DATABASE_URL, DATABASE_URL, PG* variables)."`
+}
+
+// NATSFlags choose the NATS server, or the embedded one's data directory.
+type NATSFlags struct {
+	NATSURL string `name:"nats-url" help:"External NATS URL; empty runs (serve) or reaches (the other commands) the embedded JetStream server (env HOOKBRIDGE_NATS_URL)."`
+	DataDir string `name:"data-dir" help:"Data directory for the embedded server (env HOOKBRIDGE_DATA_DIR; default ./data)."`
+}
+
+// The groups commands embed; each yields the [Globals] its command runs
+// with.
+type (
+	// allFlags: serve, relay and the commands that reach JetStream.
+	allFlags struct{ Globals }
+	// dbFlags: commands that use Postgres only.
+	dbFlags struct {
+		ConfigFlag
+		DatabaseFlag
+		ignoredHTTPAddr
+		ignoredNATS
+	}
+	// httpFlags: commands that talk to a running serve over HTTP.
+	httpFlags struct {
+		ConfigFlag
+		HTTPAddrFlag
+		ignoredDatabase
+		ignoredNATS
+	}
+)
+
+// The flags a command does not use are still accepted, hidden from its
+// help, so that a script can pass one set of settings to every command.
+type (
+	ignoredHTTPAddr struct {
+		HTTPAddr string `name:"http-addr" hidden:"" help:"Not used by this command."`
+	}
+	ignoredDatabase struct {
+		DatabaseURL string `name:"database-url" hidden:"" help:"Not used by this command."`
+	}
+	ignoredNATS struct {
+		NATSURL string `name:"nats-url" hidden:"" help:"Not used by this command."`
+		DataDir string `name:"data-dir" hidden:"" help:"Not used by this command."`
+	}
+)
+
+func (f *allFlags) globals() Globals { return f.Globals }
+func (f *dbFlags) globals() Globals {
+	return Globals{ConfigFlag: f.ConfigFlag, DatabaseFlag: f.DatabaseFlag}
+}
+func (f *httpFlags) globals() Globals {
+	return Globals{ConfigFlag: f.ConfigFlag, HTTPAddrFlag: f.HTTPAddrFlag}
+}
+
+// flagged is a command that takes some of the [Globals].
+type flagged interface{ globals() Globals }
 
 // CLI is the hookbridge command line.
 type CLI struct {
-	Globals
 	Serve   ServeCmd   `cmd:"" help:"Run the ingress, the consumers and the outbox relay."`
 	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
 	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
@@ -43,9 +111,14 @@ type CLI struct {
 	// Operator commands (ops*.go).
 	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
 	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
-	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List or show messages consumers gave up on."`
-	Conflicts   ConflictsCmd   `cmd:"" help:"List or show events whose id came back with a different body."`
+	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List, show, requeue or discard messages consumers gave up on."`
+	Conflicts   ConflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
+	Outbox      OutboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
+	Events      EventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
+	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer."`
+	Version     VersionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
 	Selftest    SelftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
+	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
 }
 
 // osEnv is the process's environment.
@@ -86,12 +159,24 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 		parser.FatalIfErrorf(err)
 		return 2
 	}
-	kctx.BindTo(ctx, (*context.Context)(nil))
-	if err := kctx.Run(&cli.Globals, rt); err != nil {
+	if err := runParsed(ctx, kctx, rt); err != nil {
 		fmt.Fprintln(rt.stderr, "hookbridge:", err)
 		return 1
 	}
 	return 0
+}
+
+// runParsed runs the parsed command with ctx, rt and the [Globals] its
+// flags set (none for a command that takes none).
+func runParsed(ctx context.Context, kctx *kong.Context, rt *runtime) error {
+	var g Globals
+	if sel := kctx.Selected(); sel != nil && sel.Target.CanAddr() {
+		if f, ok := sel.Target.Addr().Interface().(flagged); ok {
+			g = f.globals()
+		}
+	}
+	kctx.BindTo(ctx, (*context.Context)(nil))
+	return kctx.Run(&g, rt)
 }
 
 // Load builds the effective configuration from the flags, env and
@@ -105,6 +190,7 @@ func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, 
 // ServeCmd runs hookbridge.
 type ServeCmd struct {
 	Role []string `help:"Roles to run: ingress, consumer, relay or all (repeatable)." default:"all" enum:"ingress,consumer,relay,all"`
+	allFlags
 }
 
 // Run implements the serve command.
@@ -125,15 +211,15 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 }
 
 // RelayCmd runs the outbox relay alone, so it can scale separately.
-type RelayCmd struct{}
+type RelayCmd struct{ allFlags }
 
 // Run implements the relay command.
 func (c *RelayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return (&ServeCmd{Role: []string{app.RoleRelay}}).Run(ctx, g, rt)
+	return (&ServeCmd{Role: []string{app.RoleRelay}, allFlags: allFlags{*g}}).Run(ctx, g, rt)
 }
 
 // MigrateCmd applies migrations.
-type MigrateCmd struct{}
+type MigrateCmd struct{ dbFlags }
 
 // Run implements the migrate command.
 func (c *MigrateCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {

@@ -15,7 +15,7 @@ type ConfigCmd struct {
 }
 
 // ConfigCheckCmd runs serve's start-up checks and prints the result.
-type ConfigCheckCmd struct{}
+type ConfigCheckCmd struct{ dbFlags }
 
 // Run implements `hookbridge config check`. The configuration is printed
 // before the database checks, so that a failing statement can be read

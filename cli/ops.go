@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/ops"
 )
 
 // The operator commands (status, replay, dead-letters, conflicts) read
@@ -28,16 +29,19 @@ import (
 
 // natsFlags choose how an operator command reaches JetStream.
 type natsFlags struct {
-	Embedded bool `help:"No NATS URL: open the embedded server's store in data_dir/jetstream. Only while hookbridge serve is stopped: the store has one owner."`
+	Embedded bool `help:"No NATS URL and serve stopped: open the embedded server's store in data_dir/jetstream (while serve runs, commands reach its embedded server without this flag)."`
 }
 
 // errNoNATS explains why an operator command cannot reach JetStream
 // without a URL.
-var errNoNATS = errors.New("no NATS URL: the embedded JetStream server belongs to the running `hookbridge serve` and cannot be opened by a second process. " +
-	"Set HOOKBRIDGE_NATS_URL or --nats-url to the NATS server serve uses, or stop serve and pass --embedded to open its store")
+var errNoNATS = errors.New("no NATS URL, and no running `hookbridge serve` with the embedded server on this data directory (it writes " +
+	app.OpsEndpointFile + " there while it runs). Start serve with the same --data-dir, set HOOKBRIDGE_NATS_URL or --nats-url to the NATS server serve uses, " +
+	"or, with serve stopped, pass --embedded to open its store")
 
-// opsJetStream connects to cfg.NATSURL, or opens the embedded store when
-// asked to and no serve answers on the configured address. close releases
+// opsJetStream connects to cfg.NATSURL; without one, to the embedded
+// server of the serve running on cfg.DataDir (through the loopback
+// listener and password it wrote to data_dir/ops.json), or, when asked
+// to and no serve runs, opens the embedded store itself. close releases
 // whatever was opened.
 func opsJetStream(ctx context.Context, cfg app.Config, f natsFlags) (js jetstream.JetStream, closeFn func(), err error) {
 	var nc *nats.Conn
@@ -55,7 +59,11 @@ func opsJetStream(ctx context.Context, cfg app.Config, f natsFlags) (js jetstrea
 			return nil, nil, err
 		}
 	default:
-		return nil, nil, errNoNATS
+		nc, err = connectRunningServe(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		stop = nc.Close
 	}
 	js, err = jetstream.New(nc)
 	if err != nil {
@@ -65,6 +73,26 @@ func opsJetStream(ctx context.Context, cfg app.Config, f natsFlags) (js jetstrea
 	return js, stop, nil
 }
 
+// connectRunningServe connects to the embedded server of the serve
+// running on cfg.DataDir.
+func connectRunningServe(cfg app.Config) (*nats.Conn, error) {
+	ep, err := app.ReadOpsEndpoint(cfg.DataDir)
+	if errors.Is(err, app.ErrNoOpsEndpoint) {
+		return nil, errNoNATS
+	}
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(ep.URL, nats.UserInfo(ep.User, ep.Password), nats.Name("hookbridge-ops"),
+		nats.Timeout(5*time.Second), nats.NoReconnect())
+	if err != nil {
+		return nil, fmt.Errorf("%s names the embedded server of a running serve at %s, but it does not answer (%w): "+
+			"a serve that crashed leaves the file behind; start serve again, or pass --embedded while it is stopped",
+			filepath.Join(cfg.DataDir, app.OpsEndpointFile), ep.URL, err)
+	}
+	return nc, nil
+}
+
 // openEmbeddedStore starts an embedded server on serve's store. Two
 // servers on one store would corrupt it, so it refuses while a serve
 // answers /healthz on the configured HTTP address.
@@ -72,6 +100,10 @@ func openEmbeddedStore(ctx context.Context, cfg app.Config) (*nats.Conn, func(),
 	dir := filepath.Join(cfg.DataDir, "jetstream")
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("--embedded: no JetStream store at %s (set --data-dir): %w", dir, err)
+	}
+	if nc, err := connectRunningServe(cfg); err == nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("--embedded: a running hookbridge serve owns the store at %s; run the command without --embedded to use it", dir)
 	}
 	if serveAnswers(ctx, cfg.HTTPAddr) {
 		return nil, nil, fmt.Errorf("--embedded: hookbridge serve answers on %s and owns the store at %s; stop it first, or run serve with an external NATS and pass --nats-url", cfg.HTTPAddr, dir)
@@ -106,6 +138,26 @@ func serveAnswers(ctx context.Context, addr string) bool {
 	}
 	resp.Body.Close()
 	return true
+}
+
+// withOps runs fn with the operator actions over the configured database
+// and, when needJS, JetStream (see opsJetStream).
+func withOps(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, needJS bool, fn func(o *ops.Ops) error) error {
+	pool, err := opsPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	o := &ops.Ops{Pool: pool, Consumers: app.OpsConsumers(cfg, rt.handlers), Logger: app.NewLogger(cfg, rt.stderr)}
+	if needJS {
+		js, closeNATS, err := opsJetStream(ctx, cfg, f)
+		if err != nil {
+			return err
+		}
+		defer closeNATS()
+		o.JS = js
+	}
+	return fn(o)
 }
 
 // opsPool opens the configured database.
@@ -168,18 +220,4 @@ func fmtTime(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
-}
-
-// parseWhen reads an RFC 3339 time or a duration meaning that long ago.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration like 2h", s)
 }

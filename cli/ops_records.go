@@ -19,8 +19,10 @@ import (
 
 // DeadLettersCmd inspects hookbridge.dead_letters.
 type DeadLettersCmd struct {
-	List DeadLettersListCmd `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
-	Show DeadLettersShowCmd `cmd:"" help:"Show one dead letter with its body."`
+	List    DeadLettersListCmd    `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
+	Show    DeadLettersShowCmd    `cmd:"" help:"Show one dead letter with its body."`
+	Requeue DeadLettersRequeueCmd `cmd:"" help:"Re-deliver one dead letter through HOOKS and the inbox (like replay --dead-letters for that row); resolves it once applied."`
+	Discard DeadLettersDiscardCmd `cmd:"" help:"Mark one dead letter discarded with a reason (the row is kept)."`
 }
 
 // DeadLettersListCmd lists dead letters.
@@ -29,6 +31,7 @@ type DeadLettersListCmd struct {
 	All      bool   `help:"Include resolved dead letters."`
 	Limit    int    `help:"At most this many rows." default:"100"`
 	JSON     bool   `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `dead-letters list`.
@@ -63,6 +66,7 @@ func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 type DeadLettersShowCmd struct {
 	ID   int64 `arg:"" help:"Dead letter id (from list)."`
 	JSON bool  `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `dead-letters show`.
@@ -95,14 +99,16 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 
 // ConflictsCmd inspects hookbridge.conflicts.
 type ConflictsCmd struct {
-	List ConflictsListCmd `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
-	Show ConflictsShowCmd `cmd:"" help:"Show one conflict with the rejected body."`
+	List    ConflictsListCmd    `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
+	Show    ConflictsShowCmd    `cmd:"" help:"Show one conflict with the rejected body."`
+	Resolve ConflictsResolveCmd `cmd:"" help:"Mark one conflict resolved (the row is kept)."`
 }
 
 // ConflictsListCmd lists conflicts.
 type ConflictsListCmd struct {
 	Limit int  `help:"At most this many rows (newest first)." default:"100"`
 	JSON  bool `help:"Print JSON."`
+	dbFlags
 }
 
 // Conflict is one row of hookbridge.conflicts as operators see it.
@@ -159,6 +165,7 @@ func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 type ConflictsShowCmd struct {
 	ID   int64 `arg:"" help:"Conflict id (from list)."`
 	JSON bool  `help:"Print JSON."`
+	dbFlags
 }
 
 // Run implements `conflicts show`.

@@ -2,13 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/ops"
 )
 
 // ReplayCmd re-delivers stored webhooks to one consumer.
@@ -22,17 +24,14 @@ type ReplayCmd struct {
 	EventID     string `name:"event-id" help:"Only this event id."`
 	DeadLetters bool   `name:"dead-letters" help:"Replay the consumer's unresolved dead letters (narrowed by the other selectors)."`
 	DryRun      bool   `name:"dry-run" help:"Report per message what would happen (new, duplicate, conflict) without applying."`
-	JSON        bool   `help:"Print JSON."`
+	JSON        bool   `help:"Print one JSON object per line: each message as it is handled (all of a dry run, else those that did not apply), then {\"summary\": ...}."`
 	natsFlags
+	allFlags
 }
 
-// replayOutput is the JSON form of a replay's result.
-type replayOutput struct {
-	Summary consumer.ReplaySummary `json:"summary"`
-	// Items lists every message of a dry run, and otherwise only those
-	// that did not apply.
-	Items []consumer.ReplayItem `json:"items"`
-}
+// progressEvery is how often a running replay reports its progress on
+// stderr; a replay that ends sooner prints none.
+const progressEvery = 2 * time.Second
 
 // Run implements the replay command.
 func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
@@ -40,106 +39,102 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if err != nil {
 		return err
 	}
-	opts, err := c.options(cfg, rt.handlers, time.Now())
-	if err != nil {
-		return err
-	}
-	pool, err := opsPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	js, closeNATS, err := opsJetStream(ctx, cfg, c.natsFlags)
+	sel, err := c.selectors(time.Now())
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	defer closeNATS()
-
-	out := replayOutput{Items: []consumer.ReplayItem{}}
-	opts.Report = func(it consumer.ReplayItem) {
-		if c.DryRun || !applied(it.Outcome) {
-			out.Items = append(out.Items, it)
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		o.Logger = app.NewLogger(cfg, io.Discard) // the summary is the output
+		opts, err := o.ReplayOptions(c.Consumer, sel)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
 		}
-	}
-	opts.Logger = app.NewLogger(cfg, io.Discard) // the summary is the output
-	out.Summary, err = consumer.Replay(ctx, pool, js, opts)
-	if err != nil {
-		return fmt.Errorf("replay: %w", dbError(err))
-	}
-	if err := c.print(rt.stdout, out); err != nil {
-		return err
-	}
-	if out.Summary.Failed > 0 {
-		return fmt.Errorf("replay: %d event(s) failed; see the list above", out.Summary.Failed)
-	}
-	return nil
-}
-
-// options resolves the consumer's handler and subscription from the
-// configuration, as serve does, and the selectors from the flags.
-func (c *ReplayCmd) options(cfg app.Config, handlers app.Handlers, now time.Time) (consumer.ReplayOptions, error) {
-	cc := cfg.Consumer(c.Consumer)
-	if cc == nil {
-		var names []string
-		for _, x := range cfg.Consumers {
-			names = append(names, x.Name)
+		out := newReplayPrinter(rt.stdout, c.JSON, c.DryRun)
+		prog := startProgress(rt.stderr)
+		defer prog.stop()
+		opts.Planned = prog.planned
+		opts.Report = func(it consumer.ReplayItem) {
+			prog.add()
+			if c.DryRun || !ops.Applied(it.Outcome) {
+				out.item(it)
+			}
 		}
-		return consumer.ReplayOptions{}, fmt.Errorf("replay: consumer %q is not configured (have: %s)", c.Consumer, strings.Join(names, ", "))
-	}
-	since, err := parseWhen(c.Since, now)
-	if err != nil {
-		return consumer.ReplayOptions{}, fmt.Errorf("replay: --since: %w", err)
-	}
-	until, err := parseWhen(c.Until, now)
-	if err != nil {
-		return consumer.ReplayOptions{}, fmt.Errorf("replay: --until: %w", err)
-	}
-	h, err := cc.NewHandler(handlers)
-	if err != nil {
-		return consumer.ReplayOptions{}, fmt.Errorf("replay: %w", err)
-	}
-	return consumer.ReplayOptions{
-		Consumer:     cc.Name,
-		Handler:      h,
-		Sources:      cc.Sources,
-		EventTypes:   cc.Types(handlers),
-		FromSeq:      c.FromSeq,
-		ToSeq:        c.ToSeq,
-		Since:        since,
-		Until:        until,
-		Type:         c.Type,
-		EventID:      c.EventID,
-		DeadLetters:  c.DeadLetters,
-		DryRun:       c.DryRun,
-		ApplyTimeout: cc.HandlerTimeout,
-	}, nil
-}
-
-func applied(outcome consumer.Outcome) bool {
-	return outcome == consumer.Processed || outcome == consumer.Duplicate
-}
-
-func (c *ReplayCmd) print(w io.Writer, out replayOutput) error {
-	if c.JSON {
-		return writeJSON(w, out)
-	}
-	if len(out.Items) > 0 {
-		t := newTable(w, "SEQ", "TIME", "SOURCE", "EVENT ID", "TYPE", "OUTCOME", "ERROR")
-		for _, it := range out.Items {
-			t.row(fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome.String(), clip(it.Error, 80))
+		sum, err := consumer.Replay(ctx, o.Pool, o.JS, opts)
+		prog.stop()
+		if err != nil {
+			return fmt.Errorf("replay: %w", dbError(err))
 		}
-		if err := t.flush(); err != nil {
+		if err := out.summary(sum); err != nil {
 			return err
 		}
-		fmt.Fprintln(w)
+		if sum.Failed > 0 {
+			return fmt.Errorf("replay: %d event(s) failed; see the list above", sum.Failed)
+		}
+		return nil
+	})
+}
+
+// selectors reads the flags.
+func (c *ReplayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
+	since, err := ops.ParseWhen(c.Since, now)
+	if err != nil {
+		return ops.ReplaySelectors{}, fmt.Errorf("--since: %w", err)
 	}
-	s := out.Summary
+	until, err := ops.ParseWhen(c.Until, now)
+	if err != nil {
+		return ops.ReplaySelectors{}, fmt.Errorf("--until: %w", err)
+	}
+	return ops.ReplaySelectors{FromSeq: c.FromSeq, ToSeq: c.ToSeq, Since: since, Until: until, Type: c.Type,
+		EventID: c.EventID, DeadLetters: c.DeadLetters, DryRun: c.DryRun}, nil
+}
+
+// replayPrinter prints a replay's items as they come, so a replay of
+// millions of messages holds none of them: JSON lines, or text rows of
+// fixed width.
+type replayPrinter struct {
+	w      io.Writer
+	json   bool
+	enc    *json.Encoder
+	header bool
+	rows   int
+}
+
+func newReplayPrinter(w io.Writer, asJSON, _ bool) *replayPrinter {
+	return &replayPrinter{w: w, json: asJSON, enc: json.NewEncoder(w)}
+}
+
+const replayRow = "%-10s %-20s %-12s %-24s %-20s %-10s %s\n"
+
+func (p *replayPrinter) item(it consumer.ReplayItem) {
+	if p.json {
+		_ = p.enc.Encode(it) // a closed stdout shows in the summary's write
+		return
+	}
+	if !p.header {
+		fmt.Fprintf(p.w, replayRow, "SEQ", "TIME", "SOURCE", "EVENT ID", "TYPE", "OUTCOME", "ERROR")
+		p.header = true
+	}
+	p.rows++
+	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.Seq), fmtTime(it.Time), clip(it.Source, 12), clip(it.EventID, 24),
+		clip(it.Type, 20), it.Outcome, clip(it.Error, 80))
+}
+
+func (p *replayPrinter) summary(s consumer.ReplaySummary) error {
+	if p.json {
+		if err := p.enc.Encode(map[string]consumer.ReplaySummary{"summary": s}); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
+		return nil
+	}
+	if p.rows > 0 {
+		fmt.Fprintln(p.w)
+	}
 	mode := "replayed"
 	if s.DryRun {
 		mode = "dry run"
 	}
-	fmt.Fprintf(w, "%s to %s: %d selected\n", mode, s.Consumer, s.Selected)
-	t := newTable(w, "OUTCOME", "COUNT")
+	fmt.Fprintf(p.w, "%s to %s: %d selected\n", mode, s.Consumer, s.Selected)
+	t := newTable(p.w, "OUTCOME", "COUNT")
 	for _, row := range []struct {
 		name string
 		n    int
@@ -151,4 +146,59 @@ func (c *ReplayCmd) print(w io.Writer, out replayOutput) error {
 		}
 	}
 	return t.flush()
+}
+
+// progress reports a long replay's progress on stderr every
+// progressEvery until stopped.
+type progress struct {
+	w     io.Writer
+	mu    sync.Mutex
+	total uint64
+	done  uint64
+	stopc chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+}
+
+func startProgress(w io.Writer) *progress {
+	p := &progress{w: w, stopc: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stopc:
+				return
+			case <-t.C:
+				p.mu.Lock()
+				done, total := p.done, p.total
+				p.mu.Unlock()
+				if total > 0 {
+					fmt.Fprintf(p.w, "replay: %d of at most %d messages (%.0f%%)\n", done, total, 100*float64(done)/float64(total))
+				} else {
+					fmt.Fprintf(p.w, "replay: %d messages\n", done)
+				}
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) planned(n uint64) {
+	p.mu.Lock()
+	p.total = n
+	p.mu.Unlock()
+}
+
+func (p *progress) add() {
+	p.mu.Lock()
+	p.done++
+	p.mu.Unlock()
+}
+
+func (p *progress) stop() {
+	p.once.Do(func() { close(p.stopc) })
+	p.wg.Wait()
 }

@@ -15,6 +15,7 @@ import (
 type StatusCmd struct {
 	JSON bool `help:"Print JSON."`
 	natsFlags
+	allFlags
 }
 
 // Run implements the status command. Without a way to reach JetStream it
@@ -83,7 +84,11 @@ func printStatus(w io.Writer, st *app.Status) error {
 			if c.OldestUnackedSeconds > 0 {
 				oldest = time.Duration(c.OldestUnackedSeconds * float64(time.Second)).Round(time.Second).String()
 			}
-			t.row(c.Stream, c.Name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
+			name := c.Name
+			if c.Paused {
+				name += " (paused)"
+			}
+			t.row(c.Stream, name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
 				fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
 		}
 		if err := t.flush(); err != nil {

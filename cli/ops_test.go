@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,8 +42,7 @@ func runOps(t *testing.T, args ...string) (string, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	rt := &runtime{handlers: builtin.Handlers(), stdout: &stdout, stderr: &stderr, env: noEnv}
-	kctx.BindTo(context.Background(), (*context.Context)(nil))
-	err = kctx.Run(&cli.Globals, rt)
+	err = runParsed(context.Background(), kctx, rt)
 	return stdout.String(), err
 }
 
@@ -62,7 +62,7 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 	db, ns, flags := opsEnv(t)
 	ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
 	paySeq := ns.PublishHook(t, "demo", "p1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
-	if _, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--event-id", "c1")...); err != nil {
+	if _, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--event-id", "c1"}, flags...)...); err != nil {
 		t.Fatalf("replay c1: %v", err)
 	}
 	err := consumer.RecordDeadLetter(context.Background(), db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo",
@@ -71,7 +71,7 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--dead-letters", "--dry-run")...)
+	out, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--dead-letters", "--dry-run"}, flags...)...)
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
 	}
@@ -83,12 +83,16 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 	}
 
 	for i, wantProcessed := range []int{1, 0} {
-		out, err = runOps(t, append(flags, "replay", "--consumer", "orders", "--dead-letters", "--json")...)
+		out, err = runOps(t, append([]string{"replay", "--consumer", "orders", "--dead-letters", "--json"}, flags...)...)
 		if err != nil {
 			t.Fatalf("replay %d: %v", i, err)
 		}
-		var got replayOutput
-		if err := json.Unmarshal([]byte(out), &got); err != nil {
+		// One JSON object per line; the summary is the last.
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var got struct {
+			Summary consumer.ReplaySummary `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("replay json: %v\n%s", err, out)
 		}
 		if got.Summary.Processed != wantProcessed || got.Summary.Resolved != wantProcessed || got.Summary.Selected != wantProcessed {
@@ -106,13 +110,13 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 func TestReplayCommandRefusesWhatItCannotDo(t *testing.T) {
 	t.Parallel()
 	db, _, flags := opsEnv(t)
-	if _, err := runOps(t, append(flags, "replay", "--consumer", "nope")...); err == nil || !strings.Contains(err.Error(), `"nope" is not configured`) {
+	if _, err := runOps(t, append([]string{"replay", "--consumer", "nope"}, flags...)...); err == nil || !strings.Contains(err.Error(), `"nope" is not configured`) {
 		t.Fatalf("unknown consumer: %v", err)
 	}
-	if _, err := runOps(t, append(flags, "replay", "--consumer", "orders", "--since", "yesterday")...); err == nil || !strings.Contains(err.Error(), "--since") {
+	if _, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--since", "yesterday"}, flags...)...); err == nil || !strings.Contains(err.Error(), "--since") {
 		t.Fatalf("bad --since: %v", err)
 	}
-	_, err := runOps(t, "--database-url", db.URL, "replay", "--consumer", "orders")
+	_, err := runOps(t, "replay", "--consumer", "orders", "--database-url", db.URL)
 	if err == nil || !strings.Contains(err.Error(), "HOOKBRIDGE_NATS_URL") || !strings.Contains(err.Error(), "--embedded") {
 		t.Fatalf("no NATS URL: %v", err)
 	}
@@ -150,7 +154,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := runOps(t, append(flags, "status", "--json")...)
+	out, err := runOps(t, append([]string{"status", "--json"}, flags...)...)
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -177,7 +181,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatalf("status = %+v", st)
 	}
 
-	out, err = runOps(t, append(flags, "status")...)
+	out, err = runOps(t, append([]string{"status"}, flags...)...)
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
@@ -188,7 +192,7 @@ func TestStatusCommand(t *testing.T) {
 	}
 
 	// Without a NATS URL the Postgres part is still printed, then the reason.
-	out, err = runOps(t, "--database-url", db.URL, "status")
+	out, err = runOps(t, "status", "--database-url", db.URL)
 	if err == nil || !strings.Contains(err.Error(), "HOOKBRIDGE_NATS_URL") || !regexpLine(out, `^outbox pending\s+1$`) || strings.Contains(out, "HOOKS") {
 		t.Fatalf("status without NATS: err %v, output:\n%s", err, out)
 	}
@@ -217,7 +221,7 @@ func TestStatusEmbeddedStore(t *testing.T) {
 	ns.WaitForShutdown()
 
 	flags := []string{"--database-url", db.URL, "--data-dir", dataDir, "--http-addr", "127.0.0.1:1"}
-	out, err := runOps(t, append(flags, "status", "--embedded")...)
+	out, err := runOps(t, append([]string{"status", "--embedded"}, flags...)...)
 	if err != nil || !regexpLine(out, `^HOOKS\s+0\s`) {
 		t.Fatalf("status --embedded: %v\n%s", err, out)
 	}
@@ -225,7 +229,7 @@ func TestStatusEmbeddedStore(t *testing.T) {
 	serve := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})) // answers /healthz as serve does
 	defer serve.Close()
 	flags[len(flags)-1] = strings.TrimPrefix(serve.URL, "http://")
-	_, err = runOps(t, append(flags, "status", "--embedded")...)
+	_, err = runOps(t, append([]string{"status", "--embedded"}, flags...)...)
 	if err == nil || !strings.Contains(err.Error(), "owns the store") {
 		t.Fatalf("status --embedded with serve running: %v", err)
 	}
@@ -253,20 +257,20 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	cID := db.Count(t, "SELECT id FROM hookbridge.conflicts")
 
 	for _, args := range [][]string{{"dead-letters"}, {"dead-letters", "list", "--consumer", "orders"}} {
-		out, err := runOps(t, append(flags, args...)...)
+		out, err := runOps(t, append(slices.Clone(args), flags...)...)
 		if err != nil || !regexpLine(out, fmt.Sprintf(`^%d\s+orders\s+42\s+demo\s+evt-9\s+order.paid\s+10\s+max_deliver\s`, dlID)) || strings.Contains(out, "tok_visible") {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
 	}
-	out, err := runOps(t, append(flags, "dead-letters", "list", "--consumer", "other")...)
+	out, err := runOps(t, append([]string{"dead-letters", "list", "--consumer", "other"}, flags...)...)
 	if err != nil || strings.Contains(out, "evt-9") {
 		t.Fatalf("list of another consumer: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "dead-letters", "show", fmt.Sprint(dlID))...)
+	out, err = runOps(t, append([]string{"dead-letters", "show", fmt.Sprint(dlID)}, flags...)...)
 	if err != nil || !strings.Contains(out, body) || !regexpLine(out, `^last error\s+unknown order$`) {
 		t.Fatalf("show: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "dead-letters", "show", fmt.Sprint(dlID), "--json")...)
+	out, err = runOps(t, append([]string{"dead-letters", "show", fmt.Sprint(dlID), "--json"}, flags...)...)
 	var shown struct {
 		EventID string `json:"event_id"`
 		Body    string `json:"body"`
@@ -274,20 +278,20 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &shown) != nil || shown.Body != body || shown.EventID != "evt-9" {
 		t.Fatalf("show --json: %v\n%s", err, out)
 	}
-	if _, err := runOps(t, append(flags, "dead-letters", "show", "999999")...); err == nil || !strings.Contains(err.Error(), "not found") {
+	if _, err := runOps(t, append([]string{"dead-letters", "show", "999999"}, flags...)...); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("show unknown id: %v", err)
 	}
 
-	out, err = runOps(t, append(flags, "conflicts", "list")...)
+	out, err = runOps(t, append([]string{"conflicts", "list"}, flags...)...)
 	if err != nil || !regexpLine(out, fmt.Sprintf(`^%d\s+ingress\s+demo\s+evt-7\s+order.created\s+3\s+-\s`, cID)) || strings.Contains(out, "tok_visible") {
 		t.Fatalf("conflicts list: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "conflicts", "list", "--json")...)
+	out, err = runOps(t, append([]string{"conflicts", "list", "--json"}, flags...)...)
 	var list []Conflict
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
 		t.Fatalf("conflicts list --json: %v\n%s", err, out)
 	}
-	out, err = runOps(t, append(flags, "conflicts", "show", fmt.Sprint(cID))...)
+	out, err = runOps(t, append([]string{"conflicts", "show", fmt.Sprint(cID)}, flags...)...)
 	if err != nil || !strings.Contains(out, body) {
 		t.Fatalf("conflicts show: %v\n%s", err, out)
 	}
@@ -302,13 +306,13 @@ func regexpLine(out, re string) bool {
 func TestMainExitCodes(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.EmptyPostgres(t)
-	if code := Main([]string{"--database-url", db.URL, "migrate"}, builtin.Handlers()); code != 0 {
+	if code := Main([]string{"migrate", "--database-url", db.URL}, builtin.Handlers()); code != 0 {
 		t.Fatalf("migrate exit code %d, want 0", code)
 	}
 	if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
 		t.Fatalf("demo.orders rows = %d after migrate", n)
 	}
-	if code := Main([]string{"--database-url", db.URL, "replay", "--consumer", "nope"}, builtin.Handlers()); code != 1 {
+	if code := Main([]string{"replay", "--consumer", "nope", "--database-url", db.URL}, builtin.Handlers()); code != 1 {
 		t.Fatalf("failing replay exit code %d, want 1", code)
 	}
 }

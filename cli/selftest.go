@@ -23,11 +23,8 @@ type SelftestCmd struct {
 	RunID   string        `name:"run-id" help:"Run id to use (default: a new one); with --cleanup-only, the run to remove."`
 	Only    bool          `name:"cleanup-only" help:"Run no checks; remove the rows of --run-id."`
 	Timeout time.Duration `help:"How long each check waits for the deployment to settle." default:"20s"`
+	allFlags
 }
-
-// errSelftestNATS explains why selftest needs a NATS URL.
-var errSelftestNATS = errors.New("selftest reads the EVENTS stream and the self-test consumer: set nats_url (HOOKBRIDGE_NATS_URL or --nats-url) to the NATS server serve uses; " +
-	"an embedded JetStream server belongs to serve and cannot be reached by another process")
 
 // selftestOutput is the --json output.
 type selftestOutput struct {
@@ -46,9 +43,6 @@ func (c *SelftestCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	src := cfg.Source(selftest.Source)
 	if !cfg.Selftest.Enabled || src == nil {
 		return fmt.Errorf("selftest: not enabled in this configuration; set selftest: {enabled: true, secrets: [...]} in the file serve and this command read")
-	}
-	if cfg.NATSURL == "" {
-		return errSelftestNATS
 	}
 	js, closeJS, err := opsJetStream(ctx, cfg, natsFlags{})
 	if err != nil {

@@ -23,6 +23,7 @@ type SendCmd struct {
 	Data   string `help:"JSON object for the body's data field." default:"{}"`
 	ID     string `help:"Event id (default: a random msg_… id)."`
 	URL    string `help:"Base URL of the ingress (default: http://<http-addr>)."`
+	httpFlags
 }
 
 // Run implements the send command.

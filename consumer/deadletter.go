@@ -27,6 +27,15 @@ const (
 // applied (or found already applied).
 const ResolutionReplayed = "replayed"
 
+// ResolutionRequeued is the resolution of a dead letter an operator
+// requeued one by one (the admin API, `dead-letters requeue`) and that
+// then applied.
+const ResolutionRequeued = "requeued"
+
+// ResolutionDiscarded is the resolution of a dead letter an operator
+// discarded: it is kept, marked, and never applied.
+const ResolutionDiscarded = "discarded"
+
 // ErrDeadLetterNotFound is returned by [GetDeadLetter] for an unknown id.
 var ErrDeadLetterNotFound = errors.New("dead letter not found")
 

@@ -39,12 +39,20 @@ type ReplayOptions struct {
 	// DryRun reads the inbox to report what would happen; it writes
 	// nothing.
 	DryRun bool
+	// Resolution is what the dead letters the replay applied are marked
+	// with (default [ResolutionReplayed]).
+	Resolution string
 
 	// ApplyTimeout bounds one event's transaction (default 30s).
 	ApplyTimeout time.Duration
 	// Report, when set, is called for every selected message.
 	Report func(ReplayItem)
-	Logger *slog.Logger
+	// Planned, when set, is called once before the first message with
+	// how many messages the replay reads at most (the unresolved dead
+	// letters, or the messages on the consumer's subjects from the start
+	// on), so a caller can show progress.
+	Planned func(n uint64)
+	Logger  *slog.Logger
 }
 
 // ReplayItem is what happened to one replayed message.
@@ -150,6 +158,9 @@ func newReplayer(pool *pgxpool.Pool, o ReplayOptions) (*replayer, error) {
 	if r.o.ApplyTimeout <= 0 {
 		r.o.ApplyTimeout = 30 * time.Second
 	}
+	if r.o.Resolution == "" {
+		r.o.Resolution = ResolutionReplayed
+	}
 	switch {
 	case !stream.ValidName(o.Consumer):
 		return r, fmt.Errorf("replay: consumer name %q is not valid", o.Consumer)
@@ -181,6 +192,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 	for _, d := range dls {
 		r.unresolved[d.StreamSeq] = true
 	}
+	r.planned(uint64(len(dls)))
 	for _, d := range dls {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -231,6 +243,7 @@ func (r *replayer) streamRange(ctx context.Context, js jetstream.JetStream, s je
 	}
 	if ci := cons.CachedInfo(); ci != nil {
 		defer r.deleteConsumer(js, ci.Name)
+		r.planned(min(ci.NumPending, last-max(r.o.FromSeq, 1)+1))
 		if ci.NumPending == 0 {
 			return nil
 		}
@@ -350,7 +363,7 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
 		return
 	}
 	if (out == Processed || out == Duplicate) && r.unresolved[ev.StreamSeq] {
-		ok, err := resolveDeadLetter(ctx, r.pool, r.o.Consumer, ev.StreamSeq, ResolutionReplayed)
+		ok, err := resolveDeadLetter(ctx, r.pool, r.o.Consumer, ev.StreamSeq, r.o.Resolution)
 		if err != nil {
 			// The event is applied; a later replay finds a duplicate and
 			// resolves the row then.
@@ -379,6 +392,12 @@ func (r *replayer) applyWithRetry(ctx context.Context, ev Event) (Outcome, error
 		case <-time.After(delay):
 		}
 		delay *= 2
+	}
+}
+
+func (r *replayer) planned(n uint64) {
+	if r.o.Planned != nil {
+		r.o.Planned(n)
 	}
 }
 

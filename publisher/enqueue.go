@@ -7,6 +7,8 @@ package publisher
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,22 @@ type Message struct {
 	// OrderingKey groups messages that must be published in commit order
 	// (for example an order id). Empty means no ordering constraint.
 	OrderingKey string
+}
+
+// DerivedID is the conventional id of the one outgoing event an apply of
+// the incoming event (source, eventID) by consumer writes:
+// "<consumer>:<source>:<event id>", or with the event id replaced by
+// "sha256:" and its SHA-256 in hex when that would pass the 255
+// characters an outbox id may have (event ids themselves may be 255
+// long). Handlers that use it let operators follow an event to its
+// outbox row (`hookbridge events show`, the console's event lookup).
+func DerivedID(consumer, source, eventID string) string {
+	id := consumer + ":" + source + ":" + eventID
+	if len(id) <= 255 {
+		return id
+	}
+	sum := sha256.Sum256([]byte(eventID))
+	return consumer + ":" + source + ":sha256:" + hex.EncodeToString(sum[:])
 }
 
 // ErrIDReused is returned when an id already in the outbox is enqueued with

@@ -6,9 +6,7 @@ package orders
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,16 +299,11 @@ func announcement(consumerName string, ev consumer.Event, what string, d Data) (
 	}, nil
 }
 
-// outboxID is "<consumer>:<source>:<event id>", or with the event id
-// replaced by its SHA-256 when that would pass the 255 characters an id
-// may have (event ids themselves may be 255 long).
+// outboxID is the outbox id derived from the consumer and the incoming
+// event ([publisher.DerivedID]), which `hookbridge events show` and the
+// console follow from an event to what its apply wrote.
 func outboxID(consumerName string, ev consumer.Event) string {
-	id := consumerName + ":" + ev.Source + ":" + ev.ID
-	if len(id) <= 255 {
-		return id
-	}
-	sum := sha256.Sum256([]byte(ev.ID))
-	return consumerName + ":" + ev.Source + ":sha256:" + hex.EncodeToString(sum[:])
+	return publisher.DerivedID(consumerName, ev.Source, ev.ID)
 }
 
 // decodeCreated is decode plus what an order needs to be created.

@@ -85,6 +85,19 @@ var rules = []rule{
 		banned: func(dep pkg) bool { return strings.HasPrefix(dep.ImportPath, module+"/") },
 	},
 	{
+		// The operator actions are shared by the admin API and the
+		// command line, below both.
+		name:   "ops imports neither app, cli, admin nor bridge",
+		from:   under("ops"),
+		banned: inModule("app", "cli", "admin", "bridge"),
+	},
+	{
+		// app mounts the admin API; the API gets what it needs from it.
+		name:   "admin imports neither app nor cli",
+		from:   under("admin"),
+		banned: inModule("app", "cli"),
+	},
+	{
 		name:   "app does not import examples",
 		from:   under("app"),
 		banned: inModule("examples"),
@@ -178,7 +191,7 @@ func TestImportRules(t *testing.T) {
 	t.Parallel()
 	pkgs := listModule(t)
 	// The rules must look at something: the packages they name exist.
-	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest"} {
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest", "ops", "admin"} {
 		if _, ok := pkgs[module+"/"+p]; !ok {
 			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
 		}
@@ -206,6 +219,8 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	add(m("cmd/hookbridge"), false, m("cmd/hookbridge-bench/loadgen"))
 	add(m("cli"), false, m("hookbridgetest"))
 	add(m("hookbridgetest"), false, m("app"))
+	add(m("ops"), false, m("admin"))
+	add(m("admin"), false, m("cli"))
 	add("net/http", true)
 	got := violations(pkgs, rules)
 	if len(got) != len(rules) {

@@ -26,6 +26,9 @@ type Options struct {
 	// Cluster, when set, joins a JetStream cluster; used by tests.
 	Cluster *server.ClusterOpts
 	Routes  []string
+	// User and Password, when set, are required of every client, the
+	// in-process ones included (pass [nats.UserInfo] to [Connect]).
+	User, Password string
 	// MaxPayload is the largest message the server accepts, headers
 	// included (0: NATS's default, 1 MiB). The ingress needs
 	// bridge.RequiredMaxPayload(max_body_bytes).
@@ -44,6 +47,8 @@ func Start(o Options) (*server.Server, error) {
 		NoSigs:             true,
 		NoLog:              true,
 		JetStreamMaxMemory: 256 << 20,
+		Username:           o.User,
+		Password:           o.Password,
 	}
 	if o.Listen && o.Host == "" {
 		opts.Host = "127.0.0.1"

@@ -9,11 +9,15 @@ import (
 )
 
 var (
-	sqlConflictInsert     = load("conflict_insert.sql")
-	sqlConflictInsertMany = load("conflict_insert_many.sql")
-	sqlConflictsList      = load("conflicts_list.sql")
-	sqlConflictGet        = load("conflict_get.sql")
-	sqlConflictsCount     = load("conflicts_count.sql")
+	sqlConflictInsert      = load("conflict_insert.sql")
+	sqlConflictInsertMany  = load("conflict_insert_many.sql")
+	sqlConflictsList       = load("conflicts_list.sql")
+	sqlConflictGet         = load("conflict_get.sql")
+	sqlConflictsCount      = load("conflicts_count.sql")
+	sqlConflictsPage       = load("conflicts_page.sql")
+	sqlConflictResolve     = load("conflict_resolve.sql")
+	sqlConflictsUnresolved = load("conflicts_count_unresolved.sql")
+	sqlConflictsForEvent   = load("conflicts_for_event.sql")
 )
 
 // Conflict is one row of hookbridge.conflicts: an event id applied (or
@@ -30,6 +34,8 @@ type Conflict struct {
 	RejectedSeq    int64  // 0 when unknown
 	RejectedBody   []byte // nil when read by ListConflicts
 	DetectedAt     time.Time
+	ResolvedAt     *time.Time // nil while unresolved
+	Resolution     string
 }
 
 // rejectedBody is the rejected_body column of c: the column is NOT NULL,
@@ -70,7 +76,7 @@ func InsertConflicts(ctx context.Context, q Querier, cs []Conflict) error {
 func scanConflict(row pgx.CollectableRow, body bool) (Conflict, error) {
 	var c Conflict
 	dest := []any{&c.ID, &c.DetectedBy, &c.Source, &c.EventID, &c.EventType, &c.OriginalSHA256, &c.OriginalSeq,
-		&c.RejectedSHA256, &c.RejectedSeq, &c.DetectedAt}
+		&c.RejectedSHA256, &c.RejectedSeq, &c.DetectedAt, &c.ResolvedAt, &c.Resolution}
 	if body {
 		dest = append(dest, &c.RejectedBody)
 	}
@@ -105,4 +111,51 @@ func CountConflicts(ctx context.Context, q Querier) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, sqlConflictsCount).Scan(&n)
 	return n, err
+}
+
+// ConflictPage selects one page of conflicts for an operator.
+type ConflictPage struct {
+	Resolved Resolved // "" means Unresolved
+	Before   int64    // ids below this one (0: from the newest)
+	Limit    int
+}
+
+// PageConflicts returns one page of conflicts, newest first, without
+// bodies.
+func PageConflicts(ctx context.Context, q Querier, p ConflictPage) ([]Conflict, error) {
+	if p.Resolved == "" {
+		p.Resolved = Unresolved
+	}
+	rows, err := q.Query(ctx, sqlConflictsPage, string(p.Resolved), p.Before, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, false) })
+}
+
+// ResolveConflict marks the unresolved conflict id resolved; it reports
+// whether a row changed.
+func ResolveConflict(ctx context.Context, q Querier, id int64, resolution string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlConflictResolve, id, resolution)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// CountUnresolvedConflicts counts the conflicts nobody resolved yet.
+func CountUnresolvedConflicts(ctx context.Context, q Querier) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, sqlConflictsUnresolved).Scan(&n)
+	return n, err
+}
+
+// ConflictsForEvent returns the conflicts of one event found by any of
+// detectors, without bodies.
+func ConflictsForEvent(ctx context.Context, q Querier, detectors []string, source, eventID string) ([]Conflict, error) {
+	rows, err := q.Query(ctx, sqlConflictsForEvent, detectors, source, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, false) })
 }

@@ -19,6 +19,10 @@ var (
 	sqlFailureClearMany      = load("failure_clear_many.sql")
 	sqlFailureCount          = load("failure_count.sql")
 	sqlMessageLock           = load("message_lock.sql")
+	sqlDeadLettersPage       = load("dead_letters_page.sql")
+	sqlDeadLetterDiscard     = load("dead_letter_discard.sql")
+	sqlDeadLettersForEvent   = load("dead_letters_for_event.sql")
+	sqlFailuresForEvent      = load("failures_for_event.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -37,6 +41,8 @@ type DeadLetter struct {
 	DeadAt     time.Time  `json:"dead_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Resolution string     `json:"resolution,omitempty"`
+	// ResolutionNote is the reason an operator gave when discarding.
+	ResolutionNote string `json:"resolution_note,omitempty"`
 }
 
 // InsertDeadLetter inserts d (LastError as given) and deletes the
@@ -101,7 +107,7 @@ func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	var d DeadLetter
 	var seq int64
 	err := row.Scan(&d.ID, &d.Consumer, &d.Source, &d.EventID, &d.EventType, &d.Subject, &seq, &d.Deliveries,
-		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution)
+		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution, &d.ResolutionNote)
 	d.StreamSeq = uint64(seq)
 	if len(d.Body) == 0 {
 		d.Body = nil
@@ -182,4 +188,97 @@ func CountFailure(ctx context.Context, tx Querier, consumer string, k MessageKey
 	var n int
 	err := tx.QueryRow(ctx, sqlFailureCount, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
 	return n, err
+}
+
+// Resolved selects rows of an operator's list by their resolution:
+// "false" (unresolved), "true" (resolved) or "all".
+type Resolved string
+
+// The values of [Resolved].
+const (
+	Unresolved   Resolved = "false"
+	OnlyResolved Resolved = "true"
+	AnyResolved  Resolved = "all"
+)
+
+// DeadLetterPage selects one page of dead letters for an operator.
+type DeadLetterPage struct {
+	Consumer  string
+	EventType string
+	Resolved  Resolved // "" means Unresolved
+	Before    int64    // ids below this one (0: from the newest)
+	Limit     int
+}
+
+// PageDeadLetters returns one page of dead letters, newest first, without
+// bodies.
+func PageDeadLetters(ctx context.Context, q Querier, p DeadLetterPage) ([]DeadLetter, error) {
+	if p.Resolved == "" {
+		p.Resolved = Unresolved
+	}
+	rows, err := q.Query(ctx, sqlDeadLettersPage, p.Consumer, p.EventType, string(p.Resolved), p.Before, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDeadLetter)
+}
+
+// DiscardDeadLetter marks the unresolved dead letter id "discarded" with
+// the operator's note; it reports whether a row changed.
+func DiscardDeadLetter(ctx context.Context, q Querier, id int64, note string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlDeadLetterDiscard, id, note)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// EventDeadLetter is a dead letter of one event, as an event's history
+// shows it.
+type EventDeadLetter struct {
+	ID         int64
+	Consumer   string
+	StreamSeq  uint64
+	ResolvedAt *time.Time
+	Resolution string
+}
+
+// DeadLettersForEvent returns the dead letters of one event for any of
+// consumers.
+func DeadLettersForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventDeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLettersForEvent, consumers, source, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventDeadLetter, error) {
+		var d EventDeadLetter
+		var seq int64
+		err := row.Scan(&d.ID, &d.Consumer, &seq, &d.ResolvedAt, &d.Resolution)
+		d.StreamSeq = uint64(seq)
+		return d, err
+	})
+}
+
+// EventFailure is the failure counter of one delivery of an event that is
+// failing right now.
+type EventFailure struct {
+	Consumer  string
+	StreamSeq uint64
+	Failures  int
+}
+
+// FailuresForEvent returns the failure counters of one event for any of
+// consumers.
+func FailuresForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventFailure, error) {
+	rows, err := q.Query(ctx, sqlFailuresForEvent, consumers, source, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventFailure, error) {
+		var f EventFailure
+		var seq int64
+		err := row.Scan(&f.Consumer, &seq, &f.Failures)
+		f.StreamSeq = uint64(seq)
+		return f, err
+	})
 }

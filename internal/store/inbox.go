@@ -15,6 +15,7 @@ var (
 	sqlInboxGetHash   = load("inbox_get_hash.sql")
 	sqlInboxDelete    = load("inbox_delete.sql")
 	sqlInboxPrune     = load("inbox_prune.sql")
+	sqlInboxForEvent  = load("inbox_for_event.sql")
 )
 
 // InboxEntry is what the inbox claim of one event writes.
@@ -126,4 +127,27 @@ func InboxPrune(ctx context.Context, q Querier, olderThan time.Time, limit int) 
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// InboxApply is one consumer's inbox row of an event.
+type InboxApply struct {
+	Consumer   string
+	StreamSeq  uint64
+	AppliedAt  time.Time
+	BodySHA256 []byte
+}
+
+// InboxForEvent returns the inbox rows of one event for any of consumers.
+func InboxForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]InboxApply, error) {
+	rows, err := q.Query(ctx, sqlInboxForEvent, consumers, source, eventID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (InboxApply, error) {
+		var a InboxApply
+		var seq int64
+		err := row.Scan(&a.Consumer, &seq, &a.AppliedAt, &a.BodySHA256)
+		a.StreamSeq = uint64(seq)
+		return a, err
+	})
 }

@@ -22,6 +22,10 @@ var (
 	sqlOutboxNextDue      = load("outbox_next_due.sql")
 	sqlOutboxPurgeScan    = load("outbox_purge_scan.sql")
 	sqlOutboxPurgeDelete  = load("outbox_purge_delete.sql")
+	sqlOutboxPage         = load("outbox_page.sql")
+	sqlOutboxRequeue      = load("outbox_requeue.sql")
+	sqlOutboxByEventID    = load("outbox_by_event_id.sql")
+	sqlOutboxByID         = load("outbox_by_id.sql")
 )
 
 // OutboxInsert inserts one outbox row unless its event id is already there
@@ -226,8 +230,8 @@ func OutboxPurgeDelete(ctx context.Context, q Querier, ids []int64, cutoff time.
 
 var sqlOutboxList = load("outbox_list.sql")
 
-// OutboxListed is one outbox row as [OutboxList] reads it.
-type OutboxListed struct {
+// OutboxEntry is one outbox row as [OutboxList] reads it.
+type OutboxEntry struct {
 	EventID     string
 	Subject     string
 	Headers     string // JSON object; "{}" when the row has none
@@ -239,14 +243,82 @@ type OutboxListed struct {
 
 // OutboxList reads the outbox rows whose event id starts with prefix (""
 // for all), in insertion order.
-func OutboxList(ctx context.Context, q Querier, prefix string) ([]OutboxListed, error) {
+func OutboxList(ctx context.Context, q Querier, prefix string) ([]OutboxEntry, error) {
 	rows, err := q.Query(ctx, sqlOutboxList, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxEntry, error) {
+		var o OutboxEntry
+		err := row.Scan(&o.EventID, &o.Subject, &o.Headers, &o.Payload, &o.OrderingKey, &o.Status, &o.StreamSeq)
+		return o, err
+	})
+}
+
+// OutboxListed is an outbox row as operators list it (no payload).
+type OutboxListed struct {
+	ID            int64
+	EventID       string
+	Subject       string
+	Attempts      int
+	LastError     string
+	CreatedAt     time.Time
+	NextAttemptAt time.Time
+}
+
+// PageOutbox returns one page of the rows in status ("dead" or
+// "pending"), newest first, with ids below before (0: from the newest).
+func PageOutbox(ctx context.Context, q Querier, status string, before int64, limit int) ([]OutboxListed, error) {
+	rows, err := q.Query(ctx, sqlOutboxPage, status, before, limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxListed, error) {
 		var o OutboxListed
-		err := row.Scan(&o.EventID, &o.Subject, &o.Headers, &o.Payload, &o.OrderingKey, &o.Status, &o.StreamSeq)
+		err := row.Scan(&o.ID, &o.EventID, &o.Subject, &o.Attempts, &o.LastError, &o.CreatedAt, &o.NextAttemptAt)
 		return o, err
 	})
+}
+
+// RequeueOutbox puts the dead row id back to pending, due now, with its
+// attempts reset, and wakes the relays; it reports whether the row was
+// dead.
+func RequeueOutbox(ctx context.Context, q Querier, id int64) (bool, error) {
+	rows, err := q.Query(ctx, sqlOutboxRequeue, id)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n > 0, rows.Err()
+}
+
+// OutboxState is the relay state of one outbox row.
+type OutboxState struct {
+	ID        int64
+	EventID   string
+	Subject   string
+	Status    string // pending, sent or dead
+	StreamSeq uint64 // EVENTS sequence once sent
+}
+
+// OutboxByEventID returns the row of eventID, or pgx.ErrNoRows.
+func OutboxByEventID(ctx context.Context, q Querier, eventID string) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByEventID, eventID))
+}
+
+// OutboxStateByID returns the row id, or pgx.ErrNoRows.
+func OutboxStateByID(ctx context.Context, q Querier, id int64) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByID, id))
+}
+
+func scanOutboxState(row pgx.Row) (OutboxState, error) {
+	var o OutboxState
+	var seq int64
+	err := row.Scan(&o.ID, &o.EventID, &o.Subject, &o.Status, &seq)
+	o.StreamSeq = uint64(seq)
+	return o, err
 }

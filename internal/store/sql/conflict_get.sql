@@ -1,3 +1,4 @@
 SELECT id, detected_by, source, event_id, event_type, coalesce(original_sha256, ''::bytea),
-	coalesce(original_seq, 0), rejected_sha256, coalesce(rejected_seq, 0), detected_at, rejected_body
+	coalesce(original_seq, 0), rejected_sha256, coalesce(rejected_seq, 0), detected_at,
+	resolved_at, coalesce(resolution, ''), rejected_body
 FROM hookbridge.conflicts WHERE id = $1

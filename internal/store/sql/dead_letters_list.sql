@@ -1,6 +1,6 @@
 -- Without bodies; an empty filter field matches everything, $9 = -1 is no limit.
 SELECT id, consumer, source, event_id, event_type, subject, stream_seq, deliveries, reason,
-       last_error, ''::bytea, dead_at, resolved_at, coalesce(resolution, '')
+       last_error, ''::bytea, dead_at, resolved_at, coalesce(resolution, ''), coalesce(resolution_note, '')
 FROM hookbridge.dead_letters
 WHERE ($1 = '' OR consumer = $1)
   AND (NOT $2 OR resolved_at IS NULL)

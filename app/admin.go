@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/admin"
+	"github.com/hookbridge/hookbridge/ops"
+)
+
+// OpsConsumers are the configured consumers as the operator actions
+// (package ops) need them, with their handlers built as serve builds them.
+func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
+	out := make([]ops.Consumer, 0, len(cfg.Consumers))
+	for _, cc := range cfg.Consumers {
+		var h = handlers[cc.Handler]
+		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
+		if h.New != nil {
+			c.Handler = h.New(cc.Name)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ReadAdminStatus reads the overview the admin API answers GET
+// /api/v1/status with: the same reads as `hookbridge status`. ready, when
+// set, tells whether the instance is ready. A JetStream failure leaves
+// the streams out and says why; a Postgres failure is the error.
+func ReadAdminStatus(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, ready func(context.Context) bool) (admin.Status, error) {
+	st := NewStatus()
+	if err := st.ReadPostgres(ctx, pool); err != nil {
+		return admin.Status{}, fmt.Errorf("status: %w", err)
+	}
+	if js == nil {
+		st.JetStreamError = "no JetStream connection"
+	} else if err := st.ReadJetStream(ctx, js); err != nil {
+		st.JetStreamError = err.Error()
+	}
+	out := admin.Status{
+		Streams: []admin.StreamStatus{}, Consumers: []admin.ConsumerStatus{},
+		Outbox: admin.OutboxStatus{Pending: st.Outbox.Pending, Dead: st.Outbox.Dead, Sent: st.Outbox.Sent,
+			OldestPendingAgeSeconds: st.Outbox.OldestPendingSecond},
+		DeadLettersByConsumer: st.DeadLetters, Conflicts: st.Conflicts, ConflictsUnresolved: st.ConflictsUnresolved,
+		JetStreamError: st.JetStreamError,
+	}
+	for _, n := range st.DeadLetters {
+		out.DeadLettersUnresolved += n
+	}
+	for _, s := range st.Streams {
+		out.Streams = append(out.Streams, admin.StreamStatus{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes,
+			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, MaxBytes: s.MaxBytes, MaxAgeSeconds: s.MaxAgeSeconds})
+	}
+	for _, c := range st.Consumers {
+		out.Consumers = append(out.Consumers, admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
+			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused})
+	}
+	if ready != nil {
+		out.Ready = ready(ctx)
+	}
+	return out, nil
+}
+
+// startAdmin listens on admin_addr and returns the function that serves
+// the admin API there until ctx ends; nil when no admin token is set.
+// console is served at /.
+func (s *Server) startAdmin(checks []check, console fs.FS) (func(ctx context.Context) error, error) {
+	token := s.cfg.AdminTokenValue()
+	if token == "" {
+		s.log.Info("admin API and console off: set admin_token (env HOOKBRIDGE_ADMIN_TOKEN) or admin_token_file to serve them on admin_addr",
+			"admin_addr", s.cfg.AdminAddr)
+		return nil, nil
+	}
+	h, err := admin.New(admin.Options{
+		Ops:   &ops.Ops{Pool: s.pool, JS: s.js, Consumers: OpsConsumers(s.cfg, s.handlers), Logger: s.log},
+		Token: token,
+		Status: func(ctx context.Context) (admin.Status, error) {
+			return ReadAdminStatus(ctx, s.pool, s.js, func(ctx context.Context) bool { return allReady(ctx, checks) })
+		},
+		Console: console,
+		Logger:  s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("admin listen %s: %w", s.cfg.AdminAddr, err)
+	}
+	s.adminListener = ln
+	// No write timeout: a dry run over a long range answers when it has
+	// read the range. Headers must come quickly all the same.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	s.log.Info("admin API and console listening", "url", "http://"+ln.Addr().String()+"/")
+	return func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			h.Close()
+			if errors.Is(err, http.ErrServerClosed) {
+				return nil
+			}
+			return fmt.Errorf("admin http: %w", err)
+		case <-ctx.Done():
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err := srv.Shutdown(shutdownCtx)
+		h.Close() // replays stop before the pool closes
+		return err
+	}, nil
+}
+
+// AdminAddr is the admin listener's address once Run has started it
+// ("" when the admin API is off).
+func (s *Server) AdminAddr() string {
+	if s.adminListener == nil {
+		return ""
+	}
+	return s.adminListener.Addr().String()
+}

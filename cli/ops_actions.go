@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hookbridge/hookbridge/ops"
+)
+
+// The operator actions of the command line; each is the same function
+// the admin API calls (package ops), so both do exactly the same.
+
+// DeadLettersRequeueCmd requeues one dead letter.
+type DeadLettersRequeueCmd struct {
+	ID   int64 `arg:"" help:"Dead letter id (from list)."`
+	JSON bool  `help:"Print JSON."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `dead-letters requeue`.
+func (c *DeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		res, err := o.RequeueDeadLetter(ctx, c.ID)
+		if err != nil {
+			return fmt.Errorf("dead-letters requeue: %w", dbError(err))
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, res)
+		}
+		switch res.Status {
+		case ops.StatusRequeued:
+			fmt.Fprintf(rt.stdout, "dead letter %d requeued: seq %d %s, resolved\n", res.ID, res.StreamSeq, res.Outcome)
+		default:
+			fmt.Fprintf(rt.stdout, "dead letter %d was already resolved; nothing changed\n", res.ID)
+		}
+		return nil
+	})
+}
+
+// DeadLettersDiscardCmd discards one dead letter.
+type DeadLettersDiscardCmd struct {
+	ID     int64  `arg:"" help:"Dead letter id (from list)."`
+	Reason string `help:"Why it is discarded (kept with the row)." required:""`
+	JSON   bool   `help:"Print JSON."`
+	dbFlags
+}
+
+// Run implements `dead-letters discard`.
+func (c *DeadLettersDiscardCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
+		status, err := o.DiscardDeadLetter(ctx, c.ID, c.Reason)
+		if err != nil {
+			return fmt.Errorf("dead-letters discard: %w", dbError(err))
+		}
+		return printStatusLine(rt, c.JSON, "dead letter", c.ID, status)
+	})
+}
+
+// ConflictsResolveCmd resolves one conflict.
+type ConflictsResolveCmd struct {
+	ID         int64  `arg:"" help:"Conflict id (from list)."`
+	Resolution string `help:"What was decided (kept with the row)." default:"resolved"`
+	JSON       bool   `help:"Print JSON."`
+	dbFlags
+}
+
+// Run implements `conflicts resolve`.
+func (c *ConflictsResolveCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
+		status, err := o.ResolveConflict(ctx, c.ID, c.Resolution)
+		if err != nil {
+			return fmt.Errorf("conflicts resolve: %w", dbError(err))
+		}
+		return printStatusLine(rt, c.JSON, "conflict", c.ID, status)
+	})
+}
+
+// OutboxCmd inspects and requeues hookbridge.outbox rows.
+type OutboxCmd struct {
+	List    OutboxListCmd    `cmd:"" default:"withargs" help:"List pending (or, with --dead, dead) outbox rows, newest first."`
+	Requeue OutboxRequeueCmd `cmd:"" help:"Put a dead outbox row back to pending, due now, attempts reset."`
+}
+
+// OutboxListCmd lists outbox rows.
+type OutboxListCmd struct {
+	Dead  bool `help:"List the dead rows (the relay gave up on them)."`
+	Limit int  `help:"At most this many rows." default:"100"`
+	JSON  bool `help:"Print JSON."`
+	dbFlags
+}
+
+// Run implements `outbox list`.
+func (c *OutboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	state := "pending"
+	if c.Dead {
+		state = "dead"
+	}
+	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
+		rows, err := o.ListOutbox(ctx, state, 0, max(c.Limit, 1))
+		if err != nil {
+			return fmt.Errorf("outbox: %w", dbError(err))
+		}
+		if c.JSON {
+			if rows == nil {
+				rows = []ops.OutboxRow{}
+			}
+			return writeJSON(rt.stdout, rows)
+		}
+		t := newTable(rt.stdout, "ID", "EVENT ID", "SUBJECT", "ATTEMPTS", "CREATED", "NEXT ATTEMPT", "LAST ERROR")
+		for _, r := range rows {
+			t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, fmt.Sprint(r.Attempts), fmtTime(r.CreatedAt), fmtTime(r.NextAttemptAt), clip(r.LastError, 60))
+		}
+		return t.flush()
+	})
+}
+
+// OutboxRequeueCmd requeues one dead outbox row.
+type OutboxRequeueCmd struct {
+	ID   int64 `arg:"" help:"Outbox row id (from list --dead)."`
+	JSON bool  `help:"Print JSON."`
+	dbFlags
+}
+
+// Run implements `outbox requeue`.
+func (c *OutboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
+		status, err := o.RequeueOutbox(ctx, c.ID)
+		if err != nil {
+			return fmt.Errorf("outbox requeue: %w", dbError(err))
+		}
+		return printStatusLine(rt, c.JSON, "outbox row", c.ID, status)
+	})
+}
+
+// EventsCmd follows events.
+type EventsCmd struct {
+	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome, the outbox rows it wrote."`
+}
+
+// EventsShowCmd shows one event's life.
+type EventsShowCmd struct {
+	Source  string `arg:"" help:"Source name (as configured)."`
+	EventID string `arg:"" help:"Event id (as the sender gave it)."`
+	JSON    bool   `help:"Print JSON."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `events show`.
+func (c *EventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		life, err := o.EventLife(ctx, c.Source, c.EventID)
+		if err != nil {
+			return fmt.Errorf("events show: %w", dbError(err))
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, life)
+		}
+		if life.Stored != nil {
+			fmt.Fprintf(rt.stdout, "%s/%s stored in %s at seq %d, subject %s, received %s\n\n", life.Source, life.EventID,
+				life.Stored.Stream, life.Stored.Seq, life.Stored.Subject, fmtTime(life.Stored.ReceivedAt))
+		} else {
+			fmt.Fprintf(rt.stdout, "%s/%s is not in HOOKS (any more)\n\n", life.Source, life.EventID)
+		}
+		t := newTable(rt.stdout, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER")
+		for _, at := range life.Consumers {
+			processed, dl := "-", "-"
+			if at.ProcessedAt != nil {
+				processed = fmtTime(*at.ProcessedAt)
+			}
+			if at.DeadLetterID != nil {
+				dl = fmt.Sprint(*at.DeadLetterID)
+			}
+			t.row(at.Name, at.State, seqCell(at.StreamSeq), processed, dl)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(life.Outbox) == 0 {
+			return nil
+		}
+		fmt.Fprintln(rt.stdout)
+		t = newTable(rt.stdout, "OUTBOX ID", "EVENT ID", "SUBJECT", "STATE", "EVENTS SEQ")
+		for _, r := range life.Outbox {
+			t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, r.State, seqCell(r.SentSeq))
+		}
+		return t.flush()
+	})
+}
+
+// ConsumersCmd pauses and resumes consumers.
+type ConsumersCmd struct {
+	Pause  ConsumersPauseCmd  `cmd:"" help:"Pause a consumer's deliveries (JetStream consumer pause, nats-server 2.11+); messages wait in HOOKS."`
+	Resume ConsumersResumeCmd `cmd:"" help:"Resume a paused consumer."`
+}
+
+// ConsumersPauseCmd pauses one consumer.
+type ConsumersPauseCmd struct {
+	Name string        `arg:"" help:"Consumer name."`
+	For  time.Duration `help:"Pause for this long (default: until resumed)."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `consumers pause`.
+func (c *ConsumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		var until time.Time
+		if c.For > 0 {
+			until = time.Now().Add(c.For)
+		}
+		res, err := o.Pause(ctx, c.Name, until)
+		if err != nil {
+			return fmt.Errorf("consumers pause: %w", err)
+		}
+		if res.Until == nil {
+			return fmt.Errorf("consumers pause: the server answered that %s is not paused", res.Name)
+		}
+		fmt.Fprintf(rt.stdout, "consumer %s paused until %s\n", res.Name, fmtTime(*res.Until))
+		return nil
+	})
+}
+
+// ConsumersResumeCmd resumes one consumer.
+type ConsumersResumeCmd struct {
+	Name string `arg:"" help:"Consumer name."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `consumers resume`.
+func (c *ConsumersResumeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		res, err := o.Resume(ctx, c.Name)
+		if err != nil {
+			return fmt.Errorf("consumers resume: %w", err)
+		}
+		fmt.Fprintf(rt.stdout, "consumer %s running (paused: %v)\n", res.Name, res.Paused)
+		return nil
+	})
+}
+
+// printStatusLine prints the answer of an idempotent action.
+func printStatusLine(rt *runtime, asJSON bool, what string, id int64, status string) error {
+	if asJSON {
+		return writeJSON(rt.stdout, map[string]any{"id": id, "status": status})
+	}
+	fmt.Fprintf(rt.stdout, "%s %d: %s\n", what, id, status)
+	return nil
+}

@@ -1,0 +1,1 @@
+SELECT count(*) FROM hookbridge.conflicts WHERE resolved_at IS NULL

@@ -1,0 +1,2 @@
+SELECT id, event_id, subject, status, coalesce(stream_seq, 0)
+FROM hookbridge.outbox WHERE event_id = $1

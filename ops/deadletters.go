@@ -1,0 +1,137 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/store"
+)
+
+// Statuses the idempotent actions answer with.
+const (
+	StatusRequeued        = "requeued"
+	StatusDiscarded       = "discarded"
+	StatusResolved        = "resolved"
+	StatusAlreadyResolved = "already_resolved"
+	StatusNotDead         = "not_dead"
+)
+
+// DeadLetter is one row of the dead letters (the store's row type).
+type DeadLetter = store.DeadLetter
+
+// DeadLetterPage selects one page of dead letters (newest first).
+type DeadLetterPage = store.DeadLetterPage
+
+// ListDeadLetters returns one page of dead letters, without bodies.
+func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) ([]DeadLetter, error) {
+	switch p.Resolved {
+	case "", store.Unresolved, store.OnlyResolved, store.AnyResolved:
+	default:
+		return nil, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
+	}
+	out, err := store.PageDeadLetters(ctx, o.Pool, p)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// GetDeadLetter returns one dead letter with its body.
+func (o *Ops) GetDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
+	d, err := store.GetDeadLetter(ctx, o.Pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// RequeueResult is what requeueing one dead letter did.
+type RequeueResult struct {
+	ID        int64  `json:"id"`
+	Status    string `json:"status"` // requeued or already_resolved
+	StreamSeq uint64 `json:"stream_seq"`
+	// Outcome is the apply's outcome (processed, or duplicate when the
+	// effect was there already); empty when nothing was re-delivered.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// RequeueDeadLetter re-delivers one dead letter's message, read back from
+// HOOKS by its sequence, through the consumer's inbox, exactly like
+// `replay --dead-letters` narrowed to that row, and marks the row
+// resolved "requeued" once its event applied (or was applied before). A
+// resolved row is left alone: a second requeue changes nothing. When
+// the event fails again the row stays unresolved with the new error and
+// the error wraps [ErrNotApplied].
+func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, error) {
+	d, err := o.GetDeadLetter(ctx, id)
+	if err != nil {
+		return RequeueResult{}, err
+	}
+	res := RequeueResult{ID: id, StreamSeq: d.StreamSeq, Status: StatusAlreadyResolved}
+	if d.ResolvedAt != nil {
+		return res, nil
+	}
+	if o.JS == nil {
+		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, errNoJetStream)
+	}
+	opts, err := o.ReplayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
+	if err != nil {
+		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, err)
+	}
+	opts.Resolution = consumer.ResolutionRequeued
+	var item *consumer.ReplayItem
+	opts.Report = func(it consumer.ReplayItem) { item = &it }
+	if _, err := consumer.Replay(ctx, o.Pool, o.JS, opts); err != nil {
+		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, err)
+	}
+	if item == nil {
+		// Another requeue or replay resolved it between the read and the
+		// replay's own list.
+		return res, nil
+	}
+	res.Outcome = item.Outcome.String()
+	switch {
+	case item.Resolved:
+		res.Status = StatusRequeued
+		return res, nil
+	case Applied(item.Outcome):
+		// Applied, but the row was resolved by a racing requeue first.
+		return res, nil
+	case item.Outcome == consumer.ReplayMissing:
+		return res, fmt.Errorf("requeue dead letter %d: message %d has left the HOOKS stream (max_age or max_bytes); it can only be discarded: %w", id, d.StreamSeq, ErrNotApplied)
+	default:
+		msg := item.Outcome.String()
+		if item.Error != "" {
+			msg += ": " + item.Error
+		}
+		return res, fmt.Errorf("requeue dead letter %d: %s: %w", id, msg, ErrNotApplied)
+	}
+}
+
+// DiscardDeadLetter marks one dead letter resolved "discarded" with the
+// operator's reason; the row is kept. A resolved row is left alone.
+func (o *Ops) DiscardDeadLetter(ctx context.Context, id int64, reason string) (string, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return "", fmt.Errorf("discard dead letter %d: a reason is required: %w", id, ErrInvalid)
+	}
+	if _, err := o.GetDeadLetter(ctx, id); err != nil {
+		return "", err
+	}
+	changed, err := store.DiscardDeadLetter(ctx, o.Pool, id, consumer.ShortError(reason))
+	if err != nil {
+		return "", fmt.Errorf("discard dead letter %d: %w", id, err)
+	}
+	if !changed {
+		return StatusAlreadyResolved, nil
+	}
+	return StatusDiscarded, nil
+}

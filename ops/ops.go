@@ -1,0 +1,98 @@
+// Package ops holds the operator actions on a running deployment, in one
+// place for the admin HTTP API (package admin) and the command line
+// (package cli): replay, requeue or discard a dead letter, resolve a
+// conflict, list and requeue dead outbox rows, follow the life of one
+// event, and pause or resume a consumer. It reads and writes Postgres
+// through internal/store and JetStream through a client; it holds no
+// state of its own between calls.
+package ops
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/consumer"
+)
+
+// Errors the actions wrap, so that callers can answer with the right
+// status (the admin API) or exit code.
+var (
+	// ErrNotFound: no such dead letter, conflict, outbox row, event or
+	// consumer.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request itself is wrong (a bad selector or state).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotApplied: the action was tried and could not do its work
+	// (the event failed again, or its message has left the stream).
+	ErrNotApplied = errors.New("not applied")
+	// ErrUnsupported: the NATS server lacks the feature (consumer pause
+	// needs nats-server 2.11 or later).
+	ErrUnsupported = errors.New("not supported by the NATS server")
+)
+
+// Consumer is a configured consumer as the actions need it: its name, its
+// subscription, and the handler a replay or requeue applies with.
+type Consumer struct {
+	Name         string
+	Handler      consumer.Handler
+	Sources      []string
+	EventTypes   []string
+	ApplyTimeout time.Duration
+}
+
+// receives reports whether the consumer subscribes to events of source
+// with type eventType ("" matches any type).
+func (c Consumer) receives(source, eventType string) bool {
+	if len(c.Sources) > 0 && !slices.Contains(c.Sources, source) {
+		return false
+	}
+	return eventType == "" || len(c.EventTypes) == 0 || slices.Contains(c.EventTypes, eventType)
+}
+
+// Ops runs operator actions against one deployment.
+type Ops struct {
+	Pool      *pgxpool.Pool
+	JS        jetstream.JetStream // nil: actions that need JetStream fail
+	Consumers []Consumer
+	Logger    *slog.Logger // the replays' own log (nil: slog.Default)
+}
+
+// errNoJetStream is returned by actions that need JetStream when the
+// caller has no connection.
+var errNoJetStream = errors.New("no JetStream connection")
+
+// Consumer returns the configured consumer called name.
+func (o *Ops) Consumer(name string) (Consumer, error) {
+	for _, c := range o.Consumers {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	names := make([]string, 0, len(o.Consumers))
+	for _, c := range o.Consumers {
+		names = append(names, c.Name)
+	}
+	return Consumer{}, fmt.Errorf("consumer %q is not configured (have: %s): %w", name, strings.Join(names, ", "), ErrNotFound)
+}
+
+func (o *Ops) consumerNames() []string {
+	out := make([]string, 0, len(o.Consumers))
+	for _, c := range o.Consumers {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+func (o *Ops) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}

@@ -1,0 +1,57 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/internal/store"
+)
+
+// OutboxRow is an outbox row as operators list it (no payload).
+type OutboxRow = store.OutboxListed
+
+// ListOutbox returns one page of the outbox rows in state "dead" or
+// "pending", newest first, with ids below before (0: from the newest).
+func (o *Ops) ListOutbox(ctx context.Context, state string, before int64, limit int) ([]OutboxRow, error) {
+	if state != "dead" && state != "pending" {
+		return nil, fmt.Errorf("outbox state %q: use dead or pending: %w", state, ErrInvalid)
+	}
+	out, err := store.PageOutbox(ctx, o.Pool, state, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list outbox: %w", err)
+	}
+	return out, nil
+}
+
+// RequeueOutbox puts one dead outbox row back to pending with its
+// attempts reset, due now, and wakes the relays. A row that is not dead
+// is left alone ("not_dead").
+func (o *Ops) RequeueOutbox(ctx context.Context, id int64) (string, error) {
+	changed, err := store.RequeueOutbox(ctx, o.Pool, id)
+	if err != nil {
+		return "", fmt.Errorf("requeue outbox row %d: %w", id, err)
+	}
+	if changed {
+		return StatusRequeued, nil
+	}
+	if exists, err := o.outboxExists(ctx, id); err != nil {
+		return "", err
+	} else if !exists {
+		return "", fmt.Errorf("outbox row %d: %w", id, ErrNotFound)
+	}
+	return StatusNotDead, nil
+}
+
+func (o *Ops) outboxExists(ctx context.Context, id int64) (bool, error) {
+	_, err := store.OutboxStateByID(ctx, o.Pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read outbox row %d: %w", id, err)
+	}
+	return true, nil
+}
