@@ -17,14 +17,17 @@ import (
 )
 
 // OpsConsumers are the configured consumers as the operator actions
-// (package ops) need them, with their handlers built as serve builds them.
+// (package ops) need them, with their handlers built as serve builds them:
+// registered Go handlers, SQL consumers' statements and the self-test's.
+// A consumer whose handler cannot be built keeps none; replaying to it
+// then says so.
 func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
+	handlers = WithSelftest(cfg, handlers)
 	out := make([]ops.Consumer, 0, len(cfg.Consumers))
 	for _, cc := range cfg.Consumers {
-		var h = handlers[cc.Handler]
 		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
-		if h.New != nil {
-			c.Handler = h.New(cc.Name)
+		if h, err := cc.NewHandler(handlers); err == nil {
+			c.Handler = h
 		}
 		out = append(out, c)
 	}
