@@ -71,7 +71,7 @@ func TestServeAdminOffWithoutToken(t *testing.T) {
 		c.DatabaseURL = db.URL
 		c.AdminAddr = "127.0.0.1:0"
 	})
-	logs := &syncBuffer{}
+	logs := &hookbridgetest.LogBuffer{}
 	srv, err := NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)

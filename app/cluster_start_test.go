@@ -77,9 +77,9 @@ func TestTwoInstancesStartTogetherOnAFreshCluster(t *testing.T) {
 	db := hookbridgetest.EmptyPostgres(t)
 	var wg sync.WaitGroup
 	took := make([]time.Duration, 2)
-	logs := make([]*syncBuffer, 2)
+	logs := make([]*hookbridgetest.LogBuffer, 2)
 	for i := range 2 {
-		logs[i] = &syncBuffer{}
+		logs[i] = &hookbridgetest.LogBuffer{}
 		wg.Go(func() {
 			cfg := testConfig(t, ordersHandlers(), func(c *Config) {
 				c.DatabaseURL = db.URL

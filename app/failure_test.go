@@ -75,7 +75,7 @@ func TestRefusedConsumerStopsServe(t *testing.T) {
 		c.Consumers = DefaultConsumers()
 		c.Consumers[0].MaxAckPending = 5000
 	})
-	var logs syncBuffer
+	var logs hookbridgetest.LogBuffer
 	srv, err := NewServer(cfg, ordersHandlers(), nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

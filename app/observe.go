@@ -158,17 +158,21 @@ func (t metricsTracer) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEnd
 	t.m.ConsumerBatch(d.Consumer, len(d.Outcomes), d.Duration)
 	// One counter update per outcome, not per event: a label lookup per
 	// event costs more than the rest of this at high rates.
-	var n [consumer.DeadLettered + 1]int
-	for _, o := range d.Outcomes {
-		if o >= 0 && int(o) < len(n) {
-			n[o]++
-		}
-	}
-	for o, k := range n {
+	for o, k := range countOutcomes(d.Outcomes) {
 		if k > 0 {
 			t.m.ConsumerEvents(d.Consumer, consumer.Outcome(o).String(), k)
 		}
 	}
+}
+
+// countOutcomes counts a batch's outcomes by value.
+func countOutcomes(outs []consumer.Outcome) (n [consumer.DeadLettered + 1]int) {
+	for _, o := range outs {
+		if o >= 0 && int(o) < len(n) {
+			n[o]++
+		}
+	}
+	return n
 }
 
 func (t metricsTracer) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {

@@ -147,12 +147,7 @@ func (t *otelTracer) TraceApplyStart(ctx context.Context, d consumer.TraceApplyS
 
 func (t *otelTracer) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEndData) {
 	span := trace.SpanFromContext(ctx)
-	var n [consumer.DeadLettered + 1]int
-	for _, o := range d.Outcomes {
-		if o >= 0 && int(o) < len(n) {
-			n[o]++
-		}
-	}
+	n := countOutcomes(d.Outcomes)
 	for o, k := range n {
 		if k > 0 {
 			span.SetAttributes(attribute.Int("hookbridge.events."+consumer.Outcome(o).String(), k))

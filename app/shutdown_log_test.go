@@ -1,33 +1,13 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCleanShutdownLogsNoDisconnect stops a serve connected to an external
 // NATS server: closing the connection on purpose is not a disconnect
@@ -39,7 +19,7 @@ func TestCleanShutdownLogsNoDisconnect(t *testing.T) {
 		c.NATSURL = j.URL()
 		c.Consumers = []ConsumerConfig{}
 	})
-	var logs syncBuffer
+	var logs hookbridgetest.LogBuffer
 	srv, err := NewServer(cfg, ordersHandlers(), []string{RoleIngress}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func TestPublishHealthWhileStreamFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := schemeNamed(t, verify.SchemeGitHub)
-	var logs logBuffer
+	var logs hookbridgetest.LogBuffer
 	in := serveOn(t, js.JS, bridge.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, sc.source(t))
 	in.js = js
 	if err := in.h.PublishHealth(); err != nil {
@@ -62,7 +62,7 @@ func TestPublishHealthWhileStreamFull(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "stream full") {
 		t.Fatalf("PublishHealth while full = %v, want a stream-full error", err)
 	}
-	if l := logs.lines(); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") {
+	if l := logs.Lines(); len(l) != 1 || !strings.Contains(l[0], "level=ERROR") {
 		t.Fatalf("%d refusals logged %d lines, want one ERROR line: %q", refused, len(l), l)
 	}
 

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,6 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from serve's goroutines while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A team's program (the command line with only its own handler) runs
 // serve without a configuration file: it starts with the demo source and
@@ -53,7 +32,7 @@ func TestServeWithOnlyCustomHandlersAndNoConfigStarts(t *testing.T) {
 		"HOOKBRIDGE_DATA_DIR":     t.TempDir(),
 		"HOOKBRIDGE_DEMO_SECRET":  selftestSecret,
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr hookbridgetest.LogBuffer
 	rt := &runtime{handlers: handlers, stdout: &stdout, stderr: &stderr, env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,7 +1,6 @@
 package publisher_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -18,35 +17,7 @@ import (
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
-// syncBuffer is a log destination shared by the relay's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // lines returns the logged lines containing every one of parts.
-func (b *syncBuffer) lines(parts ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		match := l != ""
-		for _, p := range parts {
-			match = match && strings.Contains(l, p)
-		}
-		if match {
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
 // pgGate is a TCP port in front of Postgres that refuses connections
 // (nothing listens) until opened, then forwards them.
 type pgGate struct {
@@ -129,7 +100,7 @@ func (g *pgGate) close() {
 // closed pgGate, logging at INFO into the returned buffer, with fastOpts
 // (retries every 10-200ms: dozens of failures in a second) and no
 // retention sweeps.
-func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *pgGate, *syncBuffer) {
+func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *pgGate, *hookbridgetest.LogBuffer) {
 	t.Helper()
 	ns := hookbridgetest.NATS(t)
 	gate := newPGGate(t)
@@ -138,7 +109,7 @@ func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *p
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	logs := &syncBuffer{}
+	logs := &hookbridgetest.LogBuffer{}
 	opts := fastOpts()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts.Retention = -1
@@ -155,9 +126,9 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 	runRelay(t, r)
 
 	time.Sleep(2 * time.Second)
-	warns := logs.lines("level=WARN")
-	if len(warns) != 2 || len(logs.lines("level=WARN", "outbox round failing", "connect")) != 1 ||
-		len(logs.lines("level=WARN", "outbox listener failing", "connect")) != 1 {
+	warns := logs.Lines("level=WARN")
+	if len(warns) != 2 || len(logs.Lines("level=WARN", "outbox round failing", "connect")) != 1 ||
+		len(logs.Lines("level=WARN", "outbox listener failing", "connect")) != 1 {
 		t.Fatalf("%d WARN lines during a 2s outage, want one for rounds and one for the listener, each with the error:\n%s",
 			len(warns), strings.Join(warns, "\n"))
 	}
@@ -168,11 +139,11 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 1
 	})
 	hookbridgetest.Eventually(t, 10*time.Second, "both recoveries logged", func() bool {
-		return len(logs.lines("level=INFO", "outbox round recovered")) == 1 &&
-			len(logs.lines("level=INFO", "outbox listener recovered")) == 1
+		return len(logs.Lines("level=INFO", "outbox round recovered")) == 1 &&
+			len(logs.Lines("level=INFO", "outbox listener recovered")) == 1
 	})
-	if n := len(logs.lines("level=WARN")); n != 2 {
-		t.Fatalf("WARN lines = %d after recovery, want still 2:\n%s", n, strings.Join(logs.lines("level=WARN"), "\n"))
+	if n := len(logs.Lines("level=WARN")); n != 2 {
+		t.Fatalf("WARN lines = %d after recovery, want still 2:\n%s", n, strings.Join(logs.Lines("level=WARN"), "\n"))
 	}
 }
 
@@ -185,7 +156,7 @@ func TestOutageRepeatsRateLimited(t *testing.T) {
 	runRelay(t, r)
 	time.Sleep(2200 * time.Millisecond)
 	// Rounds fail every 10-200ms: one first line, then one per 500ms.
-	first, again := logs.lines("outbox round failing"), logs.lines("outbox round still failing", "failures_not_logged=")
+	first, again := logs.Lines("outbox round failing"), logs.Lines("outbox round still failing", "failures_not_logged=")
 	if len(first) != 1 || len(again) < 2 || len(again) > 5 {
 		t.Fatalf("round lines in 2.2s with a 500ms repeat: %d first, %d repeats; want 1 and 2-5", len(first), len(again))
 	}
