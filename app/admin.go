@@ -17,14 +17,18 @@ import (
 )
 
 // OpsConsumers are the configured consumers as the operator actions
-// (package ops) need them, with their handlers built as serve builds them.
+// (package ops) need them, with their handlers built as serve builds them
+// ([ConsumerConfig.NewHandler]: an SQL consumer's statements, or the
+// registered Go handler it names). A consumer whose handler cannot be
+// built (a configuration that did not validate) has none; a replay or
+// requeue of it then fails saying so.
 func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
 	out := make([]ops.Consumer, 0, len(cfg.Consumers))
-	for _, cc := range cfg.Consumers {
-		var h = handlers[cc.Handler]
+	for i := range cfg.Consumers {
+		cc := &cfg.Consumers[i]
 		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
-		if h.New != nil {
-			c.Handler = h.New(cc.Name)
+		if h, err := cc.NewHandler(handlers); err == nil {
+			c.Handler = h
 		}
 		out = append(out, c)
 	}

@@ -48,7 +48,7 @@ func TestConfigCheckPassesAndChangesNothing(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t)
 	url := strings.Replace(db.URL, "postgres@", "postgres:db-password@", 1) // trust auth ignores it
-	out, err := runOps(t, "--config", configDir(t, checkConfig), "--database-url", url, "config", "check")
+	out, err := runOps(t, "config", "check", "--config", configDir(t, checkConfig), "--database-url", url)
 	if err != nil {
 		t.Fatalf("config check: %v\n%s", err, out)
 	}
@@ -75,7 +75,7 @@ func TestConfigCheckNamesABadStatement(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t)
 	cfg := strings.Replace(checkConfig, "crm.tickets VALUES", "crm.ticket VALUES", 1)
-	out, err := runOps(t, "--config", configDir(t, cfg), "--database-url", db.URL, "config", "check")
+	out, err := runOps(t, "config", "check", "--config", configDir(t, cfg), "--database-url", db.URL)
 	want := `consumer tickets, event type ticket.opened, statement 1: ERROR: relation "crm.ticket" does not exist (SQLSTATE 42P01)`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("config check: %v, want %q", err, want)
@@ -93,12 +93,12 @@ func TestMigrateAndReplaySQLConsumer(t *testing.T) {
 	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	flags := []string{"--config", configDir(t, checkConfig), "--database-url", db.URL, "--nats-url", ns.URL()}
-	if out, err := runOps(t, append(flags, "migrate")...); err != nil || !strings.Contains(out, "applied 1 migration(s)") {
+	if out, err := runOps(t, append([]string{"migrate"}, flags...)...); err != nil || !strings.Contains(out, "applied 1 migration(s)") {
 		t.Fatalf("migrate: %q, %v", out, err)
 	}
 	ns.PublishHook(t, "gh", "e1", "ticket.opened", []byte(`{"id":7,"title":"crash"}`))
 	for range 2 { // the second replay finds a duplicate and runs nothing
-		if out, err := runOps(t, append(flags, "replay", "--consumer", "tickets", "--event-id", "e1")...); err != nil {
+		if out, err := runOps(t, append([]string{"replay", "--consumer", "tickets", "--event-id", "e1"}, flags...)...); err != nil {
 			t.Fatalf("replay: %v\n%s", err, out)
 		}
 	}
