@@ -14,6 +14,7 @@ var (
 	sqlDeadLetterGet         = load("dead_letter_get.sql")
 	sqlDeadLetterResolve     = load("dead_letter_resolve.sql")
 	sqlDeadLetterNoteError   = load("dead_letter_note_error.sql")
+	sqlDeadLetterLock        = load("dead_letter_lock.sql")
 	sqlDeadLettersUnresolved = load("dead_letters_unresolved.sql")
 	sqlFailureClear          = load("failure_clear.sql")
 	sqlFailureClearMany      = load("failure_clear_many.sql")
@@ -123,6 +124,21 @@ func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, seq uint
 		return false, err
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// LockDeadLetter locks the consumer's unresolved dead letter of the
+// message at seq until tx ends; it reports whether there was one.
+func LockDeadLetter(ctx context.Context, tx Querier, consumer string, seq uint64) (bool, error) {
+	rows, err := tx.Query(ctx, sqlDeadLetterLock, consumer, int64(seq))
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n > 0, rows.Err()
 }
 
 // NoteDeadLetterError sets the last error of the consumer's unresolved
