@@ -88,7 +88,7 @@ func (d *selftestDeployment) selftestCommand(t *testing.T, args ...string) (int,
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	rt := &runtime{handlers: builtin.Handlers(), stdout: &stdout, stderr: &stderr, env: noEnv}
-	argv := append([]string{"--config", d.config, "selftest", "--url", d.url}, args...)
+	argv := append([]string{"selftest", "--config", d.config, "--url", d.url}, args...)
 	code := run(context.Background(), argv, rt, func(code int) { t.Fatalf("command line exited with %d: %s", code, stderr.String()) })
 	return code, stdout.String(), stderr.String()
 }
