@@ -97,10 +97,10 @@ func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLette
 
 // noteReplayFailure keeps the latest error of a dead letter whose replay
 // failed again, so `dead-letters show` tells why.
-func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, seq uint64, err error) error {
-	dbErr := store.NoteDeadLetterError(ctx, pool, consumer, seq, ShortError("replay: "+err.Error()))
+func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, err error) error {
+	dbErr := store.NoteDeadLetterError(ctx, pool, consumer, ev.messageKey(), ShortError("replay: "+err.Error()))
 	if dbErr != nil {
-		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, seq, dbErr)
+		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, ev.StreamSeq, dbErr)
 	}
 	return nil
 }

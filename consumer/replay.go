@@ -392,7 +392,7 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) bool {
 	if err != nil {
 		it.Error = ShortError(err.Error())
 		if dead {
-			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev.StreamSeq, err); nerr != nil {
+			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev, err); nerr != nil {
 				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", ShortError(nerr.Error()))
 			}
 		}
@@ -443,7 +443,7 @@ func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h 
 		return Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	locked, err := store.LockDeadLetter(ctx, tx, consumer, ev.StreamSeq)
+	locked, err := store.LockDeadLetter(ctx, tx, consumer, ev.messageKey())
 	if err != nil {
 		return Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}
@@ -455,7 +455,7 @@ func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h 
 		return Failed, false, false, err
 	}
 	if out == Processed || out == Duplicate {
-		if resolved, err = store.ResolveDeadLetter(ctx, tx, consumer, ev.StreamSeq, resolution); err != nil {
+		if resolved, err = store.ResolveDeadLetter(ctx, tx, consumer, ev.messageKey(), resolution); err != nil {
 			return Failed, false, false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumer, ev.StreamSeq, err)
 		}
 	}

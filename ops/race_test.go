@@ -177,3 +177,35 @@ func TestConcurrentRequeuesApplyOnce(t *testing.T) {
 		t.Fatal("the dead letter is not resolved requeued")
 	}
 }
+
+// After HOOKS was recreated, one stream sequence can name two dead
+// letters of a consumer: an old event's and the new message's. Requeueing
+// the new one resolves that row only; the old one, never applied, stays
+// unresolved.
+func TestRequeueResolvesOnlyItsOwnRowAtASequence(t *testing.T) {
+	t.Parallel()
+	e := newGateEnv(t)
+	close(e.release)
+	ctx := context.Background()
+	id := e.deadLetter(t, "new1")
+	var seq int64
+	if err := e.db.Pool.QueryRow(ctx, `SELECT stream_seq FROM hookbridge.dead_letters WHERE id = $1`, id).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	err := consumer.RecordDeadLetter(ctx, e.db.Pool, consumer.DeadLetter{Consumer: "gated", Source: "demo",
+		EventID: "old1", EventType: "thing.done", StreamSeq: uint64(seq), Deliveries: 5, Reason: consumer.ReasonMaxDeliver,
+		LastError: "boom", Body: []byte(`{"old":true}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.ops.RequeueDeadLetter(ctx, id)
+	if err != nil || res.Status != ops.StatusRequeued {
+		t.Fatalf("requeue = %+v, %v", res, err)
+	}
+	if n := e.db.Count(t, `SELECT count(*) FROM effects`); n != 1 {
+		t.Fatalf("effects = %d, want 1", n)
+	}
+	if n := e.db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'old1' AND resolved_at IS NULL`); n != 1 {
+		t.Fatal("the old event's dead letter at the same sequence was resolved, though it never applied")
+	}
+}

@@ -117,9 +117,9 @@ func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 }
 
 // ResolveDeadLetter marks the consumer's unresolved dead letter of the
-// message at seq resolved; it reports whether a row changed.
-func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, seq uint64, resolution string) (bool, error) {
-	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, int64(seq), resolution)
+// message k resolved; it reports whether a row changed.
+func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, k MessageKey, resolution string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, k.Source, k.EventID, int64(k.StreamSeq), resolution)
 	if err != nil {
 		return false, err
 	}
@@ -127,9 +127,9 @@ func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, seq uint
 }
 
 // LockDeadLetter locks the consumer's unresolved dead letter of the
-// message at seq until tx ends; it reports whether there was one.
-func LockDeadLetter(ctx context.Context, tx Querier, consumer string, seq uint64) (bool, error) {
-	rows, err := tx.Query(ctx, sqlDeadLetterLock, consumer, int64(seq))
+// message k until tx ends; it reports whether there was one.
+func LockDeadLetter(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
+	rows, err := tx.Query(ctx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
 	if err != nil {
 		return false, err
 	}
@@ -142,9 +142,9 @@ func LockDeadLetter(ctx context.Context, tx Querier, consumer string, seq uint64
 }
 
 // NoteDeadLetterError sets the last error of the consumer's unresolved
-// dead letter of the message at seq.
-func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, seq uint64, lastError string) error {
-	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, int64(seq), lastError)
+// dead letter of the message k.
+func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, k MessageKey, lastError string) error {
+	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError)
 	return err
 }
 
