@@ -671,3 +671,43 @@ func newServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
+
+// A discarded dead letter's event was given up on for good: its life
+// still shows it dead-lettered at the consumer, naming the row, rather
+// than pending (or nothing at all once the consumer's ack floor passed it).
+func TestEventLifeOfADiscardedDeadLetter(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	pSeq, dl := e.deadPaid(t, "p9", "o9")
+	e.mustCall(t, "POST", fmt.Sprintf("/api/v1/dead-letters/%d/discard", dl), map[string]any{"reason": "test order"}, http.StatusOK, nil)
+	check := func(when string) {
+		t.Helper()
+		var life ops.EventLife
+		e.mustCall(t, "GET", "/api/v1/events/demo/p9", nil, http.StatusOK, &life)
+		if len(life.Consumers) != 1 || life.Consumers[0].State != ops.EventDeadLettered || life.Consumers[0].StreamSeq != pSeq ||
+			life.Consumers[0].DeadLetterID == nil || *life.Consumers[0].DeadLetterID != dl {
+			t.Fatalf("%s: consumers = %+v, want orders dead_lettered with dead letter %d", when, life.Consumers, dl)
+		}
+	}
+	check("no durable")
+	// The running consumer terminated the message: its ack floor is past it.
+	ctx := context.Background()
+	c, err := e.ns.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: "orders", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range msgs.Messages() {
+		if err := m.TermWithReason("dead-lettered"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hookbridgetest.Eventually(t, 5*time.Second, "ack floor past the message", func() bool {
+		info, err := c.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= pSeq
+	})
+	check("acked")
+}

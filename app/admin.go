@@ -24,7 +24,8 @@ import (
 func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
 	handlers = WithSelftest(cfg, handlers)
 	out := make([]ops.Consumer, 0, len(cfg.Consumers))
-	for _, cc := range cfg.Consumers {
+	for i := range cfg.Consumers {
+		cc := &cfg.Consumers[i]
 		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
 		if h, err := cc.NewHandler(handlers); err == nil {
 			c.Handler = h

@@ -14,20 +14,22 @@ const Masked = "***"
 
 // EffectiveYAML is cfg as YAML, the way `hookbridge config check` prints
 // it: the file with the environment, the flags and the defaults applied,
-// and every secret shown as [Masked]: inline source secrets and the
-// passwords of the database, NATS and tracing URLs. secret_env and
-// secret_file stay: they name where a secret is, not the secret.
+// and every secret shown as [Masked]: inline source and self-test
+// secrets, the admin token and the passwords of the database, NATS and
+// tracing URLs. secret_env, secret_file and admin_token_file stay: they
+// name where a secret is, not the secret.
 func EffectiveYAML(cfg Config) ([]byte, error) {
 	c := cfg
 	c.DatabaseURL = maskURL(cfg.DatabaseURL)
 	c.NATSURL = maskURL(cfg.NATSURL)
 	c.Tracing.OTLPEndpoint = maskURL(cfg.Tracing.OTLPEndpoint)
+	if cfg.AdminToken != "" {
+		c.AdminToken = Masked
+	}
+	c.Selftest.Secrets = masked(cfg.Selftest.Secrets)
 	c.Sources = make([]SourceConfig, len(cfg.Sources))
 	for i, s := range cfg.Sources {
-		s.Secrets = make(stringList, len(s.Secrets))
-		for j := range s.Secrets {
-			s.Secrets[j] = Masked
-		}
+		s.Secrets = masked(s.Secrets)
 		c.Sources[i] = s
 	}
 	var doc yaml.Node
@@ -40,6 +42,19 @@ func EffectiveYAML(cfg Config) ([]byte, error) {
 		return nil, fmt.Errorf("config: print: %w", err)
 	}
 	return out, nil
+}
+
+// masked is secrets with each one replaced by [Masked] (a new slice: the
+// caller's configuration is left as it is).
+func masked(secrets stringList) stringList {
+	if secrets == nil {
+		return nil
+	}
+	out := make(stringList, len(secrets))
+	for i := range out {
+		out[i] = Masked
+	}
+	return out
 }
 
 // prune drops the keys of n's mappings whose values are null, "", [] or

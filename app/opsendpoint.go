@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 )
 
 // The embedded JetStream server belongs to the serve process that runs it:
@@ -103,14 +105,40 @@ func ReadOpsEndpoint(dataDir string) (OpsEndpoint, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return OpsEndpoint{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	u, err := url.Parse(e.URL)
+	u, err := loopbackURL(e.URL)
 	if err != nil {
-		return OpsEndpoint{}, fmt.Errorf("%s: url: %w", path, err)
+		return OpsEndpoint{}, fmt.Errorf("%s: %w; refusing it", path, err)
 	}
-	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
-		return OpsEndpoint{}, fmt.Errorf("%s: url %q is not a loopback address; refusing it", path, e.URL)
-	}
+	e.URL = u
 	return e, nil
+}
+
+// loopbackURL checks that s is nats://IP:port with a loopback IP and
+// nothing else, and returns it rebuilt from those parts. Anything more is
+// refused rather than passed on: nats.Connect reads a comma-separated
+// list of servers (and picks one at random), so "nats://127.0.0.1:4222/,
+// nats://elsewhere:4222" would parse here as loopback and still send the
+// password elsewhere.
+func loopbackURL(s string) (string, error) {
+	if strings.ContainsAny(s, ", \t\r\n") {
+		return "", fmt.Errorf("url %q is not a single nats://IP:port", s)
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("url %q: %w", s, err)
+	}
+	if u.Scheme != "nats" || u.User != nil || u.Opaque != "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("url %q is not a single nats://IP:port", s)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("url %q is not a loopback address", s)
+	}
+	port, err := strconv.ParseUint(u.Port(), 10, 16)
+	if err != nil || port == 0 {
+		return "", fmt.Errorf("url %q has no port", s)
+	}
+	return "nats://" + net.JoinHostPort(ip.String(), strconv.FormatUint(port, 10)), nil
 }
 
 // removeOpsEndpoint deletes the file at shutdown if it is still the one

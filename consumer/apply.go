@@ -169,6 +169,11 @@ func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claime
 	return claimed, cleared, nil
 }
 
+// messageKey names ev's message in the dead letters and failure counters.
+func (ev *Event) messageKey() store.MessageKey {
+	return store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq}
+}
+
 // inboxEntry is what ev's inbox claim writes.
 func (ev *Event) inboxEntry() store.InboxEntry {
 	return store.InboxEntry{Source: ev.Source, EventID: ev.ID, EventType: ev.Type, BodySHA256: ev.BodySHA256[:], StreamSeq: ev.StreamSeq}

@@ -95,22 +95,12 @@ func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLette
 	return d, nil
 }
 
-// resolveDeadLetter marks the consumer's unresolved dead letter of the
-// message at seq resolved; it reports whether a row changed.
-func resolveDeadLetter(ctx context.Context, pool *pgxpool.Pool, consumer string, seq uint64, resolution string) (bool, error) {
-	changed, err := store.ResolveDeadLetter(ctx, pool, consumer, seq, resolution)
-	if err != nil {
-		return false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumer, seq, err)
-	}
-	return changed, nil
-}
-
 // noteReplayFailure keeps the latest error of a dead letter whose replay
 // failed again, so `dead-letters show` tells why.
-func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, seq uint64, err error) error {
-	dbErr := store.NoteDeadLetterError(ctx, pool, consumer, seq, ShortError("replay: "+err.Error()))
+func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, err error) error {
+	dbErr := store.NoteDeadLetterError(ctx, pool, consumer, ev.messageKey(), ShortError("replay: "+err.Error()))
 	if dbErr != nil {
-		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, seq, dbErr)
+		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, ev.StreamSeq, dbErr)
 	}
 	return nil
 }

@@ -345,45 +345,78 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 			it.Outcome, it.Error = Failed, ShortError(err.Error())
 		}
 	default:
-		r.apply(ctx, ev, &it)
+		if !r.apply(ctx, ev, &it) {
+			return
+		}
 	}
 	r.report(it)
 }
 
-func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
-	out, err := r.applyWithRetry(ctx, ev)
+// apply applies ev and, when it is one of the consumer's unresolved dead
+// letters, resolves that row in the same transaction (applyResolving). It
+// reports false when the event was left alone and is not to be reported:
+// a dead-letter replay found its row resolved meanwhile (discarded by an
+// operator, or applied by another requeue or replay).
+func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) bool {
+	dead := r.unresolved[ev.StreamSeq]
+	var out Outcome
+	var err error
+	if dead {
+		var resolved, gone bool
+		out, err = r.withRetry(ctx, func(actx context.Context) (Outcome, error) {
+			var o Outcome
+			var e error
+			o, resolved, gone, e = applyResolving(actx, r.pool, r.o.Consumer, r.o.Handler, ev, r.o.Resolution)
+			return o, e
+		})
+		switch {
+		case err == nil && gone:
+			delete(r.unresolved, ev.StreamSeq)
+			if r.o.DeadLetters {
+				return false
+			}
+			// A range replay applies every message of its range, as it
+			// would had the row been resolved before it started.
+			dead = false
+			out, err = r.applyPlain(ctx, ev)
+		case err == nil:
+			it.Resolved = resolved
+			if resolved {
+				delete(r.unresolved, ev.StreamSeq)
+			}
+		}
+	} else {
+		out, err = r.applyPlain(ctx, ev)
+	}
 	it.Outcome = out
 	if err != nil {
 		it.Error = ShortError(err.Error())
-		if r.unresolved[ev.StreamSeq] {
-			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev.StreamSeq, err); nerr != nil {
+		if dead {
+			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev, err); nerr != nil {
 				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", ShortError(nerr.Error()))
 			}
 		}
-		return
 	}
-	if (out == Processed || out == Duplicate) && r.unresolved[ev.StreamSeq] {
-		ok, err := resolveDeadLetter(ctx, r.pool, r.o.Consumer, ev.StreamSeq, r.o.Resolution)
-		if err != nil {
-			// The event is applied; a later replay finds a duplicate and
-			// resolves the row then.
-			it.Error = ShortError(err.Error())
-			return
-		}
-		it.Resolved = ok
-		delete(r.unresolved, ev.StreamSeq)
-	}
+	return true
 }
 
-// applyWithRetry applies ev, trying again a few times when the database
-// fails transiently, so a short blip does not fail an operator's replay.
-func (r *replayer) applyWithRetry(ctx context.Context, ev Event) (Outcome, error) {
+// applyPlain applies ev with [Apply].
+func (r *replayer) applyPlain(ctx context.Context, ev Event) (Outcome, error) {
+	return r.withRetry(ctx, func(actx context.Context) (Outcome, error) {
+		return Apply(actx, r.pool, r.o.Consumer, r.o.Handler, ev)
+	})
+}
+
+// withRetry runs one apply attempt under the apply timeout, trying again a
+// few times when the database fails transiently, so a short blip does not
+// fail an operator's replay.
+func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Context) (Outcome, error)) (Outcome, error) {
 	delay := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
+	for n := 1; ; n++ {
 		actx, cancel := context.WithTimeout(ctx, r.o.ApplyTimeout)
-		out, err := Apply(actx, r.pool, r.o.Consumer, r.o.Handler, ev)
+		out, err := attempt(actx)
 		cancel()
-		if err == nil || !IsTransient(err) || attempt == 3 {
+		if err == nil || !IsTransient(err) || n == 3 {
 			return out, err
 		}
 		select {
@@ -393,6 +426,43 @@ func (r *replayer) applyWithRetry(ctx context.Context, ev Event) (Outcome, error
 		}
 		delay *= 2
 	}
+}
+
+// applyResolving applies ev for consumer and marks its unresolved dead
+// letter resolved in one transaction, which first locks that row. So the
+// effect and the resolution commit together or not at all, and whoever
+// else touches the row waits: a discard then finds it resolved (and an
+// event an operator discarded is never applied by a requeue that raced
+// it), a second requeue finds nothing to lock and applies nothing. gone
+// reports that the row was resolved already; nothing was applied then. A
+// conflict is recorded and the row stays unresolved; a failure rolls
+// everything back.
+func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event, resolution string) (out Outcome, resolved, gone bool, err error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	locked, err := store.LockDeadLetter(ctx, tx, consumer, ev.messageKey())
+	if err != nil {
+		return Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+	}
+	if !locked {
+		return Failed, false, true, nil
+	}
+	out, _, err = applyInTx(ctx, tx, consumer, h, ev)
+	if err != nil {
+		return Failed, false, false, err
+	}
+	if out == Processed || out == Duplicate {
+		if resolved, err = store.ResolveDeadLetter(ctx, tx, consumer, ev.messageKey(), resolution); err != nil {
+			return Failed, false, false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumer, ev.StreamSeq, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Failed, false, false, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
+	}
+	return out, resolved, false, nil
 }
 
 func (r *replayer) planned(n uint64) {

@@ -93,8 +93,10 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, e
 		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, err)
 	}
 	if item == nil {
-		// Another requeue or replay resolved it between the read and the
-		// replay's own list.
+		// Resolved between the read and the apply: by another requeue or
+		// replay, or discarded. The replay applies a dead letter under its
+		// row's lock and resolves it in the same transaction, so nothing
+		// was applied here.
 		return res, nil
 	}
 	res.Outcome = item.Outcome.String()
@@ -103,7 +105,8 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, e
 		res.Status = StatusRequeued
 		return res, nil
 	case Applied(item.Outcome):
-		// Applied, but the row was resolved by a racing requeue first.
+		// Applied, but the row was not resolved (it cannot be while the
+		// apply holds its lock; kept for safety): nothing more to do.
 		return res, nil
 	case item.Outcome == consumer.ReplayMissing:
 		return res, fmt.Errorf("requeue dead letter %d: message %d has left the HOOKS stream (max_age or max_bytes); it can only be discarded: %w", id, d.StreamSeq, ErrNotApplied)

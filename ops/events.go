@@ -23,7 +23,7 @@ const (
 	EventConflict     = "conflict"      // a copy came with another body
 	EventPending      = "pending"       // stored, not delivered or not yet acked
 	EventRedelivered  = "redelivered"   // failing right now, being retried
-	EventDeadLettered = "dead_lettered" // given up on; see the dead letter
+	EventDeadLettered = "dead_lettered" // given up on (or discarded); see the dead letter
 )
 
 // recentScan is how many of the newest HOOKS messages an event lookup
@@ -160,6 +160,17 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 	for _, f := range failing {
 		if f.Consumer == c.Name {
 			at.State, at.StreamSeq = EventRedelivered, f.StreamSeq
+			return at, true
+		}
+	}
+	// An operator discarded it: given up on for good, and never applied
+	// (a requeued or replayed one has its inbox row above). Without this
+	// the event would look pending, or, once the consumer's ack floor is
+	// past its terminated message, not concern the consumer at all.
+	for i := len(dead) - 1; i >= 0; i-- {
+		if d := dead[i]; d.Consumer == c.Name && d.Resolution == consumer.ResolutionDiscarded {
+			id := d.ID
+			at.State, at.StreamSeq, at.DeadLetterID = EventDeadLettered, d.StreamSeq, &id
 			return at, true
 		}
 	}

@@ -14,6 +14,7 @@ var (
 	sqlDeadLetterGet         = load("dead_letter_get.sql")
 	sqlDeadLetterResolve     = load("dead_letter_resolve.sql")
 	sqlDeadLetterNoteError   = load("dead_letter_note_error.sql")
+	sqlDeadLetterLock        = load("dead_letter_lock.sql")
 	sqlDeadLettersUnresolved = load("dead_letters_unresolved.sql")
 	sqlFailureClear          = load("failure_clear.sql")
 	sqlFailureClearMany      = load("failure_clear_many.sql")
@@ -116,19 +117,34 @@ func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 }
 
 // ResolveDeadLetter marks the consumer's unresolved dead letter of the
-// message at seq resolved; it reports whether a row changed.
-func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, seq uint64, resolution string) (bool, error) {
-	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, int64(seq), resolution)
+// message k resolved; it reports whether a row changed.
+func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, k MessageKey, resolution string) (bool, error) {
+	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, k.Source, k.EventID, int64(k.StreamSeq), resolution)
 	if err != nil {
 		return false, err
 	}
 	return tag.RowsAffected() > 0, nil
 }
 
+// LockDeadLetter locks the consumer's unresolved dead letter of the
+// message k until tx ends; it reports whether there was one.
+func LockDeadLetter(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
+	rows, err := tx.Query(ctx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n > 0, rows.Err()
+}
+
 // NoteDeadLetterError sets the last error of the consumer's unresolved
-// dead letter of the message at seq.
-func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, seq uint64, lastError string) error {
-	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, int64(seq), lastError)
+// dead letter of the message k.
+func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, k MessageKey, lastError string) error {
+	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError)
 	return err
 }
 
