@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,15 @@ func TestAdminConfig(t *testing.T) {
 	}
 	if _, err := Load("", mapEnv(map[string]string{"HOOKBRIDGE_ADMIN_TOKEN_FILE": t.TempDir() + "/missing"}), Overrides{}, ordersHandlers()); err == nil || !strings.Contains(err.Error(), "admin_token_file") {
 		t.Fatalf("missing token file: %v", err)
+	}
+	// The token is the file's first line; a comment below it is not part
+	// of it.
+	file := t.TempDir() + "/token"
+	if err := os.WriteFile(file, []byte("file-token-0123456789abcdef\n# rotated 2026-11\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err = Load("", mapEnv(map[string]string{"HOOKBRIDGE_ADMIN_TOKEN_FILE": file}), Overrides{}, ordersHandlers())
+	if err != nil || cfg.AdminTokenValue() != "file-token-0123456789abcdef" {
+		t.Fatalf("token file: token %q, %v", cfg.AdminTokenValue(), err)
 	}
 }

@@ -420,8 +420,11 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 		b, err := os.ReadFile(c.AdminTokenFile)
 		if err != nil {
 			bad("admin_token_file", "cannot read %s: %v", c.AdminTokenFile, errors.Unwrap(err))
-		} else if c.adminToken = strings.TrimSpace(string(b)); c.adminToken == "" {
-			bad("admin_token_file", "%s is empty", c.AdminTokenFile)
+		} else {
+			first, _, _ := strings.Cut(string(b), "\n") // the token is the file's first line
+			if c.adminToken = strings.TrimSpace(first); c.adminToken == "" {
+				bad("admin_token_file", "%s is empty", c.AdminTokenFile)
+			}
 		}
 	} else {
 		c.adminToken = strings.TrimSpace(c.AdminToken)

@@ -33,7 +33,9 @@ const ResolutionReplayed = "replayed"
 const ResolutionRequeued = "requeued"
 
 // ResolutionDiscarded is the resolution of a dead letter an operator
-// discarded: it is kept, marked, and never applied.
+// discarded: it is kept and marked, and a requeue no longer applies it.
+// A range replay that covers its message re-delivers it like any other
+// message in the range.
 const ResolutionDiscarded = "discarded"
 
 // ErrDeadLetterNotFound is returned by [GetDeadLetter] for an unknown id.
