@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -199,7 +200,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		}
 		raw, err := s.GetMsg(ctx, d.StreamSeq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing})
+			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing}, nil)
 			continue
 		}
 		if err != nil {
@@ -210,8 +211,9 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		}
 		ev, evErr := EventFromParts(MsgParts{Subject: raw.Subject, Header: raw.Header, Data: raw.Data, StreamSeq: raw.Sequence, NumDelivered: 1, StoredAt: raw.Time})
 		if evErr == nil && (ev.Source != d.Source || ev.ID != d.EventID) {
+			mismatch := fmt.Errorf("dead letter is %s/%s", d.Source, d.EventID)
 			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: ReplayMismatch,
-				Error: fmt.Sprintf("dead letter is %s/%s", d.Source, d.EventID)})
+				Error: mismatch.Error()}, mismatch)
 			continue
 		}
 		r.handle(ctx, ev, evErr, raw.Time)
@@ -335,32 +337,36 @@ func (r *replayer) inTimeRange(t time.Time) bool {
 // handle applies (or, in a dry run, classifies) one selected event.
 func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Time) {
 	it := ReplayItem{Seq: ev.StreamSeq, Time: at, Source: ev.Source, EventID: ev.ID, Type: ev.Type}
+	var cause error // it.Error's error, for the log line
 	switch {
 	case evErr != nil:
+		cause = evErr
 		it.Outcome, it.Error = ReplayUnusable, ShortError(evErr.Error())
 	case r.o.DryRun:
 		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
 		it.Outcome = out
 		if err != nil {
+			cause = err
 			it.Outcome, it.Error = Failed, ShortError(err.Error())
 		}
 	default:
-		r.apply(ctx, ev, &it)
+		cause = r.apply(ctx, ev, &it)
 	}
-	r.report(it)
+	r.report(it, cause)
 }
 
-func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
+// apply replays ev into it and returns the error it.Error holds, if any.
+func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) error {
 	out, err := r.applyWithRetry(ctx, ev)
 	it.Outcome = out
 	if err != nil {
 		it.Error = ShortError(err.Error())
 		if r.unresolved[ev.StreamSeq] {
 			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev.StreamSeq, err); nerr != nil {
-				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", ShortError(nerr.Error()))
+				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", errtext.ForLog(nerr))
 			}
 		}
-		return
+		return err
 	}
 	if (out == Processed || out == Duplicate) && r.unresolved[ev.StreamSeq] {
 		ok, err := resolveDeadLetter(ctx, r.pool, r.o.Consumer, ev.StreamSeq, r.o.Resolution)
@@ -368,11 +374,12 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) {
 			// The event is applied; a later replay finds a duplicate and
 			// resolves the row then.
 			it.Error = ShortError(err.Error())
-			return
+			return err
 		}
 		it.Resolved = ok
 		delete(r.unresolved, ev.StreamSeq)
 	}
+	return nil
 }
 
 // applyWithRetry applies ev, trying again a few times when the database
@@ -401,10 +408,13 @@ func (r *replayer) planned(n uint64) {
 	}
 }
 
-func (r *replayer) report(it ReplayItem) {
+// report counts and reports it. The log line carries cause with
+// Postgres's quoted values masked (errtext.ForLog); it.Error, for the
+// operator's report, keeps the whole message.
+func (r *replayer) report(it ReplayItem, cause error) {
 	r.sum.add(it)
 	r.log.Debug("replayed", "consumer", r.o.Consumer, "seq", it.Seq, "source", it.Source, "event_id", it.EventID,
-		"type", it.Type, "outcome", it.Outcome, "err", it.Error)
+		"type", it.Type, "outcome", it.Outcome, "err", errtext.ForLog(cause))
 	if r.o.Report != nil {
 		r.o.Report(it)
 	}
