@@ -1,0 +1,66 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
+)
+
+// A batch that is formed while every worker is busy waits for one. It is
+// out of the queue by then, so the queue's in-progress acks no longer
+// cover it, and it is not being applied yet; it must still be kept from
+// being redelivered when the wait is longer than ack_wait.
+func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+
+	var (
+		mu        sync.Mutex
+		redeliver []string
+		calls     atomic.Int32
+	)
+	release := make(chan struct{})
+	h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		if calls.Add(1) == 1 {
+			<-release // the one worker is busy for several ack_waits
+		}
+		if ev.NumDelivered != 1 {
+			mu.Lock()
+			redeliver = append(redeliver, fmt.Sprintf("%s(%d)", ev.ID, ev.NumDelivered))
+			mu.Unlock()
+		}
+		return nil
+	})
+	var outcomes outcomeCount // a redelivery the inbox answers duplicate counts too
+	startConsumer(t, db, ns, 1, consumer.Options{
+		Name: "waiting", EventTypes: []string{"thing.done"}, Handler: h, Tracer: &outcomes,
+		Concurrency: 1, AckWait: time.Second, HandlerTimeout: 30 * time.Second,
+	})
+	ns.PublishHook(t, "demo", "first", "thing.done", []byte(`{}`))
+	hookbridgetest.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
+	for i := range 3 {
+		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
+	}
+	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half
+	close(release)
+	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
+	})
+	time.Sleep(1500 * time.Millisecond) // room for a redelivery to arrive
+	mu.Lock()
+	defer mu.Unlock()
+	if n := outcomes.applied.Load(); n != 4 || len(redeliver) != 0 || calls.Load() != 4 {
+		t.Fatalf("%d deliveries applied or found duplicate, %d handler calls for 4 events; applied on a redelivery: %v",
+			n, calls.Load(), redeliver)
+	}
+}
