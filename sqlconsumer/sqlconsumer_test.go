@@ -520,3 +520,38 @@ func TestDataErrorLogsNoBodyValue(t *testing.T) {
 		})
 	}
 }
+
+// A statement Postgres cannot prepare (here: a table dropped after the
+// check at start) fails the whole pipeline before anything runs, and pgx
+// reports it on every result. The error must still name the statement and
+// the event type it belongs to, not the first statement of the batch.
+func TestUnpreparableStatementIsNamed(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, crm())
+	h, err := sqlconsumer.New("tickets", map[string][]string{
+		"issues.opened": apply["issues.opened"],
+		"issues.moved": {
+			`INSERT INTO crm.runs (what, event_id, event_type, source, consumer, stream_seq, received)
+			 VALUES ('moved', @event_id, @event_type, @source, @consumer, @stream_seq, @received_at)`,
+			`UPDATE crm.gone SET state = 'moved' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := event(2, "e2", "issues.moved", `{"issue":{"id":7}}`)
+	for _, evs := range [][]consumer.Event{{moved}, {opened(1, "e1", 7, "a"), moved}} {
+		tx, err := db.Pool.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.HandleBatch(context.Background(), tx, evs)
+		_ = tx.Rollback(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `relation "crm.gone" does not exist`) {
+			t.Fatalf("%d events: err = %v, want the missing table", len(evs), err)
+		}
+		if !strings.Contains(err.Error(), "event type issues.moved, statement 2:") {
+			t.Fatalf("%d events: err = %v, want it to name issues.moved's statement 2", len(evs), err)
+		}
+	}
+}
