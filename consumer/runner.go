@@ -205,7 +205,13 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	// CPU per event than the rate needed and queued everything behind it.
 	// With it the events that arrive during one apply make up the next
 	// batch, so batches grow with the rate, the way group commit does.
-	var deadline, holdUntil time.Time
+	//
+	// waitUntil is the batch's own deadline (batchWait), holdUntil the
+	// longer one while another batch is in flight. A nudge (a batch ended)
+	// ends only the hold, never the batch's own wait. Only this loop adds
+	// to inflight, so while it waits inflight can only fall, and each fall
+	// nudges it to look again.
+	var waitUntil, holdUntil time.Time
 	for {
 		var (
 			msg jetstream.Msg
@@ -217,13 +223,17 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 			// Past the deadline pop still hands over what is queued
 			// already, without waiting: a batch takes everything that
 			// is there (up to batchSize) and never waits past it.
+			deadline := waitUntil
+			if inflight.Load() > 0 && holdUntil.After(deadline) {
+				deadline = holdUntil
+			}
 			msg, st = q.pop(deadline)
 		}
 		if st == popTimedOut || st == popNudged {
-			if len(batch) > 0 && inflight.Load() > 0 && time.Now().Before(holdUntil) {
-				if deadline.Before(holdUntil) {
-					deadline = holdUntil
-				}
+			if len(batch) == 0 {
+				continue
+			}
+			if now := time.Now(); now.Before(waitUntil) || (inflight.Load() > 0 && now.Before(holdUntil)) {
 				continue
 			}
 			flush()
@@ -235,7 +245,7 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		batch = append(batch, msg)
 		if len(batch) == 1 {
 			now := time.Now()
-			deadline = now.Add(r.batchWait)
+			waitUntil = now.Add(r.batchWait)
 			holdUntil = now.Add(max(r.batchWait, partialHold))
 		}
 		if len(batch) >= r.batchSize {

@@ -64,3 +64,64 @@ func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
 			n, calls.Load(), redeliver)
 	}
 }
+
+// sizes is a BatchHandler that records the size of each batch it applies
+// and holds the first HandleBatch call until release is closed.
+type sizes struct {
+	mu      sync.Mutex
+	batches []int
+	release chan struct{}
+}
+
+// Handle is how a batch of one event is applied.
+func (s *sizes) Handle(context.Context, pgx.Tx, consumer.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, 1)
+	return nil
+}
+
+func (s *sizes) HandleBatch(_ context.Context, _ pgx.Tx, evs []consumer.Event) error {
+	s.mu.Lock()
+	s.batches = append(s.batches, len(evs))
+	first := len(s.batches) == 1 // e1 and e2
+	s.mu.Unlock()
+	if first {
+		<-s.release
+	}
+	return nil
+}
+
+func (s *sizes) get() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.batches...)
+}
+
+// A batch that is not full waits its whole batch_wait: another batch
+// ending meanwhile (which nudges the batching loop) does not cut it short.
+func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	h := &sizes{release: make(chan struct{})}
+	startConsumer(t, db, ns, 2, consumer.Options{
+		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
+		Concurrency: 2, BatchWait: 3 * time.Second,
+	})
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
+	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", func() bool { return len(h.get()) == 1 })
+	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 3s
+	time.Sleep(300 * time.Millisecond)
+	close(h.release) // the first batch ends
+	time.Sleep(700 * time.Millisecond)
+	ns.PublishHook(t, "demo", "e4", "thing.done", []byte(`{}`)) // still within e3's batch_wait
+	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
+	})
+	if got := fmt.Sprint(h.get()); got != "[2 2]" {
+		t.Fatalf("batches %s, want [2 2]: e3's batch should have waited for e4", got)
+	}
+}
