@@ -3,12 +3,15 @@ package consumer_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
@@ -70,6 +73,7 @@ func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
 type sizes struct {
 	mu      sync.Mutex
 	batches []int
+	held    bool // the first HandleBatch call is (or was) held
 	release chan struct{}
 }
 
@@ -84,12 +88,19 @@ func (s *sizes) Handle(context.Context, pgx.Tx, consumer.Event) error {
 func (s *sizes) HandleBatch(_ context.Context, _ pgx.Tx, evs []consumer.Event) error {
 	s.mu.Lock()
 	s.batches = append(s.batches, len(evs))
-	first := len(s.batches) == 1 // e1 and e2
+	first := !s.held
+	s.held = true
 	s.mu.Unlock()
 	if first {
 		<-s.release
 	}
 	return nil
+}
+
+func (s *sizes) holding() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held
 }
 
 func (s *sizes) get() []int {
@@ -106,13 +117,14 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
 	h := &sizes{release: make(chan struct{})}
+	// Stored before the consumer starts, so they make one full batch.
+	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
 	startConsumer(t, db, ns, 2, consumer.Options{
 		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
 		Concurrency: 2, BatchWait: 3 * time.Second,
 	})
-	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
-	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
-	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", func() bool { return len(h.get()) == 1 })
+	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
 	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 3s
 	time.Sleep(300 * time.Millisecond)
 	close(h.release) // the first batch ends
@@ -123,5 +135,64 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 	})
 	if got := fmt.Sprint(h.get()); got != "[2 2]" {
 		t.Fatalf("batches %s, want [2 2]: e3's batch should have waited for e4", got)
+	}
+}
+
+// On shutdown the consumer applies what it holds (the batch being
+// applied, the queue, a partial batch waiting for it) and acks each
+// message after its commit: once Run has returned and the acks are
+// flushed, nothing is left unacknowledged, and every delivered event is
+// in the inbox once.
+func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	h := &sizes{release: make(chan struct{})}
+	for i := range 4 { // stored before the consumer starts: one full batch
+		ns.PublishHook(t, "demo", fmt.Sprintf("a%d", i), "thing.done", []byte(`{}`))
+	}
+	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "stop", EventTypes: []string{"thing.done"}, Handler: h,
+		Concurrency: 2, BatchSize: 4, BatchWait: 5 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
+	const more = 7 // a full batch, and a partial one still in its batch_wait at shutdown
+	for i := range more {
+		ns.PublishHook(t, "demo", fmt.Sprintf("b%d", i), "thing.done", []byte(`{}`))
+	}
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	time.Sleep(200 * time.Millisecond)
+	close(h.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := ns.JS.Consumer(context.Background(), "HOOKS", "stop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *jetstream.ConsumerInfo
+	hookbridgetest.Eventually(t, 5*time.Second, "no message left unacknowledged", func() bool {
+		info, err = cons.Info(context.Background())
+		return err == nil && info.NumAckPending == 0
+	})
+	delivered := 4 + more - int(info.NumPending)
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != delivered {
+		t.Fatalf("inbox rows %d, delivered %d (pending %d)", n, delivered, info.NumPending)
+	}
+	total := 0
+	for _, n := range h.get() {
+		total += n
+	}
+	if total != delivered {
+		t.Fatalf("events applied %d (batches %v), delivered %d", total, h.get(), delivered)
 	}
 }
