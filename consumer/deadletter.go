@@ -118,7 +118,7 @@ func ShortError(s string) string { return errtext.Short(s) }
 func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, cause error) action {
 	attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
 		"subject", ev.Subject, "seq", ev.StreamSeq, "delivery", ev.NumDelivered, "reason", reason,
-		"err", ShortError(cause.Error())}
+		"err", errtext.ForLog(cause)}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if t := c.opts.Tracer; t != nil {
@@ -145,7 +145,7 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 		}
 		retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
 		c.opts.Logger.Error("dead letter not recorded; message kept for redelivery",
-			append(attrs, "record_err", ShortError(err.Error()), "retry_in", retry.delay)...)
+			append(attrs, "record_err", errtext.ForLog(err), "retry_in", retry.delay)...)
 		return retry
 	}
 	c.opts.Logger.Error("event dead-lettered", attrs...)

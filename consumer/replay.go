@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -199,7 +200,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		}
 		raw, err := s.GetMsg(ctx, d.StreamSeq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing})
+			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing}, nil)
 			continue
 		}
 		if err != nil {
@@ -210,8 +211,9 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		}
 		ev, evErr := EventFromParts(MsgParts{Subject: raw.Subject, Header: raw.Header, Data: raw.Data, StreamSeq: raw.Sequence, NumDelivered: 1, StoredAt: raw.Time})
 		if evErr == nil && (ev.Source != d.Source || ev.ID != d.EventID) {
+			mismatch := fmt.Errorf("dead letter is %s/%s", d.Source, d.EventID)
 			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: ReplayMismatch,
-				Error: fmt.Sprintf("dead letter is %s/%s", d.Source, d.EventID)})
+				Error: mismatch.Error()}, mismatch)
 			continue
 		}
 		r.handle(ctx, ev, evErr, raw.Time)
@@ -335,29 +337,35 @@ func (r *replayer) inTimeRange(t time.Time) bool {
 // handle applies (or, in a dry run, classifies) one selected event.
 func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Time) {
 	it := ReplayItem{Seq: ev.StreamSeq, Time: at, Source: ev.Source, EventID: ev.ID, Type: ev.Type}
+	var cause error // it.Error's error, for the log line
 	switch {
 	case evErr != nil:
+		cause = evErr
 		it.Outcome, it.Error = ReplayUnusable, ShortError(evErr.Error())
 	case r.o.DryRun:
 		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
 		it.Outcome = out
 		if err != nil {
+			cause = err
 			it.Outcome, it.Error = Failed, ShortError(err.Error())
 		}
 	default:
-		if !r.apply(ctx, ev, &it) {
+		report, err := r.apply(ctx, ev, &it)
+		if !report {
 			return
 		}
+		cause = err
 	}
-	r.report(it)
+	r.report(it, cause)
 }
 
 // apply applies ev and, when it is one of the consumer's unresolved dead
 // letters, resolves that row in the same transaction (applyResolving). It
 // reports false when the event was left alone and is not to be reported:
 // a dead-letter replay found its row resolved meanwhile (discarded by an
-// operator, or applied by another requeue or replay).
-func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) bool {
+// operator, or applied by another requeue or replay). The error is the
+// one it.Error holds, if any, for the log line.
+func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) (report bool, cause error) {
 	dead := r.unresolved[ev.StreamSeq]
 	var out Outcome
 	var err error
@@ -373,7 +381,7 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) bool {
 		case err == nil && gone:
 			delete(r.unresolved, ev.StreamSeq)
 			if r.o.DeadLetters {
-				return false
+				return false, nil
 			}
 			// A range replay applies every message of its range, as it
 			// would had the row been resolved before it started.
@@ -393,11 +401,11 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) bool {
 		it.Error = ShortError(err.Error())
 		if dead {
 			if nerr := noteReplayFailure(ctx, r.pool, r.o.Consumer, ev, err); nerr != nil {
-				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", ShortError(nerr.Error()))
+				r.log.Warn("replay failure not noted on its dead letter", "seq", ev.StreamSeq, "err", errtext.ForLog(nerr))
 			}
 		}
 	}
-	return true
+	return true, err
 }
 
 // applyPlain applies ev with [Apply].
@@ -471,10 +479,13 @@ func (r *replayer) planned(n uint64) {
 	}
 }
 
-func (r *replayer) report(it ReplayItem) {
+// report counts and reports it. The log line carries cause with
+// Postgres's quoted values masked (errtext.ForLog); it.Error, for the
+// operator's report, keeps the whole message.
+func (r *replayer) report(it ReplayItem, cause error) {
 	r.sum.add(it)
 	r.log.Debug("replayed", "consumer", r.o.Consumer, "seq", it.Seq, "source", it.Source, "event_id", it.EventID,
-		"type", it.Type, "outcome", it.Outcome, "err", it.Error)
+		"type", it.Type, "outcome", it.Outcome, "err", errtext.ForLog(cause))
 	if r.o.Report != nil {
 		r.o.Report(it)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -42,7 +43,7 @@ func RunInboxRetention(ctx context.Context, pool *pgxpool.Pool, retention, inter
 		n, err := PruneInbox(ctx, pool, time.Now().Add(-retention))
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("inbox retention failed; will retry", "err", ShortError(err.Error()))
+			log.Warn("inbox retention failed; will retry", "err", errtext.ForLog(err))
 		case n > 0:
 			log.Info("inbox rows pruned", "rows", n, "older_than", retention)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/hookbridge/hookbridge/internal/errtext"
 )
 
 // DefaultMaxDeliver is how many deliveries a message gets before it is
@@ -122,7 +124,7 @@ func (g *intakeGate) wait(ctx context.Context) {
 			break
 		} else if !paused {
 			paused = true
-			g.log.Warn("postgres unreachable; intake paused", "consumer", g.name, "err", ShortError(err.Error()))
+			g.log.Warn("postgres unreachable; intake paused", "consumer", g.name, "err", errtext.ForLog(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -153,7 +155,7 @@ func (g *intakeGate) pingOnce(ctx context.Context) error {
 // a lost connection, an outage or an ack timeout.
 func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []any) action {
 	retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
-	attrs = append(attrs, "err", ShortError(err.Error()))
+	attrs = append(attrs, "err", errtext.ForLog(err)) // values masked: a log holds no body
 	switch {
 	case IsPermanent(err):
 		return c.deadLetter(ctx, ev, ReasonPermanent, err)
@@ -172,7 +174,7 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 		// without counting, and let the gate find out when it is back.
 		c.gate.close()
 		c.opts.Logger.Warn("event failed and the failure could not be counted, will retry",
-			append(attrs, "count_err", ShortError(cerr.Error()), "retry_in", retry.delay)...)
+			append(attrs, "count_err", errtext.ForLog(cerr), "retry_in", retry.delay)...)
 		return retry
 	}
 	if n == 0 {

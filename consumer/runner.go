@@ -180,10 +180,15 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		msgs := batch
 		batch = make([]jetstream.Msg, 0, r.batchSize)
 		inflight.Add(1)
+		// The in-progress acks start now, not when a worker takes the
+		// batch: workers.Go waits while every worker is busy, possibly for
+		// longer than ack_wait, and the batch is out of the queue (whose
+		// in-progress acks no longer cover it) from here on.
+		stopProgress := r.keepInProgress(msgs)
 		workers.Go(func() {
 			defer q.nudge()
 			defer inflight.Add(-1)
-			r.applyAndAck(applyCtx, msgs)
+			r.applyAndAck(applyCtx, msgs, stopProgress)
 		})
 	}
 	// A batch waits at most batchWait from its first message: a deadline
@@ -200,7 +205,13 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	// CPU per event than the rate needed and queued everything behind it.
 	// With it the events that arrive during one apply make up the next
 	// batch, so batches grow with the rate, the way group commit does.
-	var deadline, holdUntil time.Time
+	//
+	// waitUntil is the batch's own deadline (batchWait), holdUntil the
+	// longer one while another batch is in flight. A nudge (a batch ended)
+	// ends only the hold, never the batch's own wait. Only this loop adds
+	// to inflight, so while it waits inflight can only fall, and each fall
+	// nudges it to look again.
+	var waitUntil, holdUntil time.Time
 	for {
 		var (
 			msg jetstream.Msg
@@ -212,13 +223,17 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 			// Past the deadline pop still hands over what is queued
 			// already, without waiting: a batch takes everything that
 			// is there (up to batchSize) and never waits past it.
+			deadline := waitUntil
+			if inflight.Load() > 0 && holdUntil.After(deadline) {
+				deadline = holdUntil
+			}
 			msg, st = q.pop(deadline)
 		}
 		if st == popTimedOut || st == popNudged {
-			if len(batch) > 0 && inflight.Load() > 0 && time.Now().Before(holdUntil) {
-				if deadline.Before(holdUntil) {
-					deadline = holdUntil
-				}
+			if len(batch) == 0 {
+				continue
+			}
+			if now := time.Now(); now.Before(waitUntil) || (inflight.Load() > 0 && now.Before(holdUntil)) {
 				continue
 			}
 			flush()
@@ -230,7 +245,7 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		batch = append(batch, msg)
 		if len(batch) == 1 {
 			now := time.Now()
-			deadline = now.Add(r.batchWait)
+			waitUntil = now.Add(r.batchWait)
 			holdUntil = now.Add(max(r.batchWait, partialHold))
 		}
 		if len(batch) >= r.batchSize {
@@ -300,10 +315,12 @@ func (r *runner) progressInterval() time.Duration {
 	return 10 * time.Second
 }
 
-// applyAndAck processes one batch, keeps its messages from being
-// redelivered while that takes long, and acks only afterwards.
-func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg) {
-	actions := r.processSafely(ctx, msgs)
+// applyAndAck processes one batch and acks only afterwards. stopProgress
+// ends the batch's in-progress acks (keepInProgress), which keep its
+// messages from being redelivered while that takes long; it is called
+// before the first ack.
+func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg, stopProgress func()) {
+	actions := r.processSafely(ctx, msgs, stopProgress)
 	for i, msg := range msgs {
 		var err error
 		switch a := actions[i]; a.kind {
@@ -322,12 +339,11 @@ func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg) {
 	}
 }
 
-// processSafely runs process while sending in-progress acks, and turns a
+// processSafely runs process, then stopProgress, and turns a
 // panic (handlers' panics are already caught per event; this is the net
 // under the rest) into a delayed redelivery of the whole batch instead of
 // a message kept in progress forever and a crashed process.
-func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg) (actions []action) {
-	stopProgress := r.keepInProgress(msgs)
+func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg, stopProgress func()) (actions []action) {
 	defer stopProgress()
 	defer func() {
 		if p := recover(); p != nil {
@@ -341,8 +357,9 @@ func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg) (actio
 	return r.process(ctx, msgs)
 }
 
-// keepInProgress sends in-progress acks every third of ack_wait while a
-// batch is being applied, so a slow handler is not redelivered to another
+// keepInProgress sends in-progress acks every third of ack_wait, from the
+// moment a batch leaves the queue until it is applied, so neither a wait
+// for a free worker nor a slow handler gets it redelivered to another
 // worker in the meantime.
 func (r *runner) keepInProgress(msgs []jetstream.Msg) (stop func()) {
 	interval := r.progressInterval()

@@ -204,6 +204,7 @@ func (h *Handler) run(ctx context.Context, tx pgx.Tx, evs []consumer.Event) (int
 		for _, q := range order {
 			if _, err := br.Exec(); err != nil {
 				_ = br.Close() // the error above is the one that counts
+				q = culprit(order, q, err)
 				return q.ev, h.classify(q.rule, q.stmt, err)
 			}
 		}
@@ -216,6 +217,24 @@ func (h *Handler) run(ctx context.Context, tx pgx.Tx, evs []consumer.Event) (int
 			h.consumer, evs[uncovered].Type, Fallback))
 	}
 	return 0, nil
+}
+
+// culprit is the statement that caused err, reported on the result of at.
+// A statement that cannot be prepared (or its arguments encoded) fails the
+// pipeline before any statement runs, and pgx then returns that error for
+// every result, the first one included: the statement it names is the
+// first queued one with its SQL.
+func culprit(order []queued, at queued, err error) queued {
+	var pre pgx.ErrPreprocessingBatch
+	if !errors.As(err, &pre) {
+		return at
+	}
+	for _, q := range order {
+		if q.rule.stmts[q.stmt].sql == pre.SQL() {
+			return q
+		}
+	}
+	return at
 }
 
 // values are the named arguments of ev, in text form.

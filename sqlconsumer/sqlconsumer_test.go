@@ -450,3 +450,108 @@ func TestCheckReportsEveryBadStatement(t *testing.T) {
 		t.Fatalf("check wrote %d rows", n)
 	}
 }
+
+// syncBuffer is a log sink the consumer's goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Postgres quotes the offending value in a data error's message
+// (invalid input syntax for type bigint: "…"). The dead letter keeps that
+// message whole; the log lines carry the SQLSTATE and the message with
+// the value masked, never a fragment of the body.
+func TestDataErrorLogsNoBodyValue(t *testing.T) {
+	t.Parallel()
+	for _, bs := range []int{1, 0} {
+		t.Run(fmt.Sprintf("batch=%d", bs), func(t *testing.T) {
+			t.Parallel()
+			db := hookbridgetest.Postgres(t, crm())
+			ns := hookbridgetest.NATS(t)
+			ns.EnsureHooks(t)
+			var logs syncBuffer
+			c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
+				Handler: newHandler(t), BatchSize: bs, MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("consumer: %v", err)
+				}
+			}()
+			const secret = "card-4111-1111"
+			ns.PublishHook(t, "gh", "good-1", "issues.opened", []byte(`{"issue":{"id":1,"title":"a"}}`))
+			ns.PublishHook(t, "gh", "bad-1", "issues.opened", []byte(`{"issue":{"id":"`+secret+`","title":"b"}}`))
+			hookbridgetest.Eventually(t, 10*time.Second, "dead letter and one ticket", func() bool {
+				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 1
+			})
+			dls, err := consumer.ListDeadLetters(context.Background(), db.Pool, consumer.DeadLetterFilter{Consumer: "tickets"})
+			if err != nil || len(dls) != 1 {
+				t.Fatalf("dead letters %v, %v", dls, err)
+			}
+			if d := dls[0]; !strings.Contains(d.LastError, `invalid input syntax for type bigint: "`+secret+`"`) {
+				t.Fatalf("dead letter's error %q lacks Postgres's full message", d.LastError)
+			}
+			out := logs.String()
+			if strings.Contains(out, secret) {
+				t.Fatalf("a log line holds a body value:\n%s", out)
+			}
+			if !strings.Contains(out, "SQLSTATE 22P02") || !strings.Contains(out, "invalid input syntax for type bigint") {
+				t.Fatalf("the log lacks the SQLSTATE and message:\n%s", out)
+			}
+		})
+	}
+}
+
+// A statement Postgres cannot prepare (here: a table dropped after the
+// check at start) fails the whole pipeline before anything runs, and pgx
+// reports it on every result. The error must still name the statement and
+// the event type it belongs to, not the first statement of the batch.
+func TestUnpreparableStatementIsNamed(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, crm())
+	h, err := sqlconsumer.New("tickets", map[string][]string{
+		"issues.opened": apply["issues.opened"],
+		"issues.moved": {
+			`INSERT INTO crm.runs (what, event_id, event_type, source, consumer, stream_seq, received)
+			 VALUES ('moved', @event_id, @event_type, @source, @consumer, @stream_seq, @received_at)`,
+			`UPDATE crm.gone SET state = 'moved' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := event(2, "e2", "issues.moved", `{"issue":{"id":7}}`)
+	for _, evs := range [][]consumer.Event{{moved}, {opened(1, "e1", 7, "a"), moved}} {
+		tx, err := db.Pool.Begin(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.HandleBatch(context.Background(), tx, evs)
+		_ = tx.Rollback(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `relation "crm.gone" does not exist`) {
+			t.Fatalf("%d events: err = %v, want the missing table", len(evs), err)
+		}
+		if !strings.Contains(err.Error(), "event type issues.moved, statement 2:") {
+			t.Fatalf("%d events: err = %v, want it to name issues.moved's statement 2", len(evs), err)
+		}
+	}
+}

@@ -1,6 +1,11 @@
 package errtext
 
 import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -29,5 +34,31 @@ func TestShortBoundsAndKeepsUTF8(t *testing.T) {
 	}
 	if got := Short("bad \xff byte"); !utf8.ValidString(got) {
 		t.Fatalf("Short kept invalid UTF-8: %q", got)
+	}
+}
+
+func TestForLogMasksPostgresValues(t *testing.T) {
+	dataErr := &pgconn.PgError{Severity: "ERROR", Code: "22P02", Message: `invalid input syntax for type bigint: "card-4111"`}
+	notNull := &pgconn.PgError{Severity: "ERROR", Code: "23502", Message: `null value in column "title" of relation "tickets" violates not-null constraint`,
+		TableName: "tickets", ColumnName: "title"}
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("apply: %w", dataErr), `apply: ERROR: invalid input syntax for type bigint: "***" (SQLSTATE 22P02)`},
+		{fmt.Errorf("apply: %w", notNull), `apply: ERROR: null value in column "title" of relation "tickets" violates not-null constraint (SQLSTATE 23502)`},
+		{errors.Join(errors.New("first"), fmt.Errorf("second: %w", &pgconn.PgError{Severity: "ERROR", Code: "22003",
+			Message: `value "99999999999" is out of range for type integer`})), `first second: ERROR: value "***" is out of range for type integer (SQLSTATE 22003)`},
+		{&pgconn.PgError{Severity: "ERROR", Code: "P0001", Message: `it's 'open`}, `ERROR: it'***'open (SQLSTATE P0001)`},
+		{&pgconn.PgError{Severity: "ERROR", Code: "P0001", Message: `bad "x`}, `ERROR: bad "*** (SQLSTATE P0001)`},
+		{errors.New("plain"), "plain"},
+	}
+	for _, c := range cases {
+		if got := ForLog(c.err); got != c.want {
+			t.Errorf("ForLog(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+	if ForLog(nil) != "" {
+		t.Error("ForLog(nil) is not empty")
 	}
 }
