@@ -536,8 +536,17 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 		if cc.BatchSize < 0 || cc.BatchSize > consumer.MaxBatch {
 			bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, consumer.MaxBatch, consumer.DefaultBatchSize)
 		}
-		if cc.BatchWait < 0 {
+		ackWait := cc.AckWait
+		if ackWait <= 0 {
+			ackWait = consumer.DefaultAckWait
+		}
+		switch {
+		case cc.BatchWait < 0:
 			bad(key+".batch_wait", "must not be negative")
+		case cc.BatchWait >= ackWait/3:
+			// A batch being filled sends no in-progress acks: waiting
+			// this long would get its first messages redelivered.
+			bad(key+".batch_wait", "%s must be shorter than a third of ack_wait (%s)", cc.BatchWait, ackWait)
 		}
 		if cc.Concurrency < 0 {
 			bad(key+".concurrency", "must not be negative")

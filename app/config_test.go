@@ -56,6 +56,8 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"sources:\n  - name: a\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: c\n    handler: missing\n": "consumers[0].handler",
 		"log_format: xml\n":      "log_format",
 		"inbox_retention: 24h\n": "inbox_retention",
+		// A batch being filled sends no in-progress acks.
+		"sources:\n  - name: demo\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: orders\n    handler: orders\n    batch_wait: 10s\n": "consumers[0].batch_wait",
 	}
 	for yaml, key := range cases {
 		p := filepath.Join(t.TempDir(), "c.yaml")

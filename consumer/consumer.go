@@ -71,6 +71,10 @@ type Options struct {
 // DefaultBackoff is the redelivery delay schedule after failures.
 var defaultBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
 
+// DefaultAckWait is how long JetStream waits for an ack before it
+// redelivers, unless Options.AckWait says otherwise.
+const DefaultAckWait = 30 * time.Second
+
 // DefaultConcurrency is how many batches a consumer applies at once when
 // the options name no number.
 const DefaultConcurrency = 4
@@ -110,7 +114,7 @@ func (o *Options) setDefaults() error {
 		o.BatchWait = DefaultBatchWait
 	}
 	if o.AckWait <= 0 {
-		o.AckWait = 30 * time.Second
+		o.AckWait = DefaultAckWait
 	}
 	if o.MaxDeliver == 0 {
 		o.MaxDeliver = DefaultMaxDeliver
