@@ -288,12 +288,20 @@ func (r *runner) feed(ctx context.Context, it jetstream.MessagesContext, q *msgQ
 }
 
 // keepQueuedInProgress sends in-progress acks for messages that have
-// waited in q for a third of ack_wait, until stop is closed. The queue can
+// waited in q for a sixth of ack_wait, until stop is closed. The queue can
 // hold up to MaxAckPending messages, which a slow handler may take longer
 // than ack_wait to reach; without this they would be redelivered while
 // still queued.
+//
+// It looks every half interval, at messages queued for half an interval
+// or more: a message then goes at most an interval without one while
+// queued, and its batch's own in-progress acks (keepInProgress, started
+// when the batch leaves the queue) follow within another interval, well
+// inside ack_wait. Looking once an interval at messages queued that long
+// let a message wait almost two intervals, and with its batch's first
+// in-progress ack an interval later the gap reached ack_wait.
 func (r *runner) keepQueuedInProgress(q *msgQueue, stop <-chan struct{}) {
-	interval := r.progressInterval()
+	interval := r.progressInterval() / 2
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
