@@ -239,10 +239,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	// dead-letter row) gets its own time, or an event that ran out of time
 	// could never be dead-lettered.
 	start := time.Now()
-	tctx := c.traceApplyStart(ctx, evs)
-	results := c.apply.apply(tctx, evs)
-	elapsed := time.Since(start)
-	c.traceApplyEnd(tctx, results, elapsed)
+	results, elapsed := c.applyTraced(ctx, evs, start)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
@@ -263,6 +260,25 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 		}
 	}
 	return actions
+}
+
+// applyTraced applies evs between the tracer's Start and End. A panic
+// outside the handlers (theirs are caught per event) still ends the step,
+// every event failed, before it goes on to the runner, which redelivers
+// the batch: a tracer's span is never left open.
+func (c *Consumer) applyTraced(ctx context.Context, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
+	tctx := c.traceApplyStart(ctx, evs)
+	ended := false
+	defer func() {
+		if !ended {
+			c.traceApplyEnd(tctx, make([]Result, len(evs)), time.Since(start)) // the zero Result is Failed
+		}
+	}()
+	results = c.apply.apply(tctx, evs)
+	elapsed = time.Since(start)
+	ended = true
+	c.traceApplyEnd(tctx, results, elapsed)
+	return results, elapsed
 }
 
 // backoff is the nak delay after the delivery-th failed delivery.
