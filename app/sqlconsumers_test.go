@@ -27,19 +27,11 @@ const exampleSecret = "whsec_ZXhhbXBsZS1zcWwtY29uc3VtZXItc2VjcmV0"
 // migrations/0001_crm.sql next to it, and returns the file's path.
 func writeConfig(t *testing.T, yaml string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "migrations"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mig := "CREATE SCHEMA crm; CREATE TABLE crm.tickets (ticket_id bigint PRIMARY KEY, title text NOT NULL);"
-	if err := os.WriteFile(filepath.Join(dir, "migrations", "0001_crm.sql"), []byte(mig), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "hookbridge.yaml")
-	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	dir := hookbridgetest.WriteFiles(t, map[string]string{
+		"hookbridge.yaml":         yaml,
+		"migrations/0001_crm.sql": "CREATE SCHEMA crm; CREATE TABLE crm.tickets (ticket_id bigint PRIMARY KEY, title text NOT NULL);",
+	})
+	return filepath.Join(dir, "hookbridge.yaml")
 }
 
 const sqlSource = "sources:\n  - name: gh\n    scheme: github\n    secrets: [s]\n"
