@@ -40,6 +40,11 @@ func TestConsoleFilesWithoutToken(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b[:n]), want) || resp.Header.Get("X-Frame-Options") != "DENY" {
 			t.Errorf("GET %s: %d %q, X-Frame-Options %q", path, resp.StatusCode, b[:n], resp.Header.Get("X-Frame-Options"))
 		}
+		// Only the console's own files may load or run (the browser tests
+		// prove the console works under this policy).
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
+		}
 	}
 	resp, err := http.Post(srv+"/", "application/json", strings.NewReader("{}"))
 	if err != nil {
