@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -154,7 +156,7 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 		fmt.Fprintln(rt.stderr, err)
 		return 2
 	}
-	kctx, err := parser.Parse(args)
+	kctx, err := parser.Parse(globalsLast(args))
 	if err != nil {
 		parser.FatalIfErrorf(err)
 		return 2
@@ -164,6 +166,38 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 		return 1
 	}
 	return 0
+}
+
+// globalFlags are the flags of [Globals], which every command that uses
+// one declares itself.
+var globalFlags = []string{"--config", "--http-addr", "--database-url", "--nats-url", "--data-dir"}
+
+// globalsLast moves the global flags written before the command to the
+// end of args. Each command declares the global flags it uses (so its
+// help lists only those), and a flag must then follow its command; but
+// `hookbridge --config x.yaml serve`, the order the command line took
+// when these flags were the root's, is in scripts and unit files, and
+// keeps working this way. Only a leading run of those flags moves.
+func globalsLast(args []string) []string {
+	var moved []string
+	i := 0
+	for i < len(args) {
+		name, _, hasValue := strings.Cut(args[i], "=")
+		if !slices.Contains(globalFlags, name) {
+			break
+		}
+		if hasValue || i+1 >= len(args) {
+			moved = append(moved, args[i])
+			i++
+			continue
+		}
+		moved = append(moved, args[i], args[i+1])
+		i += 2
+	}
+	if len(moved) == 0 {
+		return args
+	}
+	return append(slices.Clone(args[i:]), moved...)
 }
 
 // runParsed runs the parsed command with ctx, rt and the [Globals] its
