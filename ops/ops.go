@@ -89,10 +89,3 @@ func (o *Ops) consumerNames() []string {
 	}
 	return out
 }
-
-func (o *Ops) logger() *slog.Logger {
-	if o.Logger == nil {
-		return slog.Default()
-	}
-	return o.Logger
-}

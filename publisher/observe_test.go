@@ -26,7 +26,6 @@ type recordedRow struct {
 type recordingTracer struct {
 	mu      sync.Mutex
 	rows    []recordedRow
-	started map[string]nats.Header
 	batches []publisher.TraceRelayEndData
 }
 

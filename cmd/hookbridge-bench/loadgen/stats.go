@@ -61,8 +61,6 @@ func (l *latencies) summary() Latency {
 	}
 }
 
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 func (l Latency) String() string {
 	if l.N == 0 {
 		return "-"
