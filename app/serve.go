@@ -509,11 +509,7 @@ func (s *Server) poolSize() int32 {
 	n := 0
 	if s.roles[RoleConsumer] {
 		for _, cc := range s.cfg.Consumers {
-			if cc.Concurrency > 0 {
-				n += cc.Concurrency
-			} else {
-				n += consumer.DefaultConcurrency
-			}
+			n += cc.concurrency()
 		}
 	}
 	return int32(n + 4)
@@ -531,7 +527,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),
 			Handler:        h,
-			Concurrency:    cc.Concurrency,
+			Concurrency:    cc.concurrency(),
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,
 			AckWait:        cc.AckWait,

@@ -159,6 +159,23 @@ func (c *Config) validateSQL(key string, cc *ConsumerConfig, handlers Handlers, 
 	}
 }
 
+// concurrency is how many batches of the consumer apply at once: the
+// configured number, else 1 for an SQL consumer and
+// consumer.DefaultConcurrency for a Go handler. An SQL statement cannot
+// ask for an event that came too early to be retried (an UPDATE that finds
+// no row just finds none), so an SQL consumer applies in stream order
+// unless it is told otherwise.
+func (cc *ConsumerConfig) concurrency() int {
+	switch {
+	case cc.Concurrency > 0:
+		return cc.Concurrency
+	case cc.SQL != nil:
+		return 1
+	default:
+		return consumer.DefaultConcurrency
+	}
+}
+
 // NewHandler builds the consumer's handler: its SQL statements, or the
 // registered Go handler it names. serve and replay apply with it.
 func (cc *ConsumerConfig) NewHandler(handlers Handlers) (consumer.Handler, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -352,5 +353,24 @@ func TestConsumersDocExampleRuns(t *testing.T) {
 	}
 	if err := CheckSQLConsumers(context.Background(), db.Pool, cfg, ordersHandlers()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An SQL consumer applies one batch at a time unless told otherwise: a
+// statement cannot ask for an early event to be retried, so stream order
+// is the safe default. A Go handler keeps consumer.DefaultConcurrency.
+func TestSQLConsumerDefaultsToOneBatchAtATime(t *testing.T) {
+	t.Parallel()
+	sqlc := ConsumerConfig{Name: "tickets", SQL: &SQLConsumerConfig{}}
+	goc := ConsumerConfig{Name: "orders", Handler: "orders"}
+	set := ConsumerConfig{Name: "tickets", SQL: &SQLConsumerConfig{}, Concurrency: 3}
+	if got := sqlc.concurrency(); got != 1 {
+		t.Errorf("SQL consumer concurrency = %d, want 1", got)
+	}
+	if got := goc.concurrency(); got != consumer.DefaultConcurrency {
+		t.Errorf("Go consumer concurrency = %d, want %d", got, consumer.DefaultConcurrency)
+	}
+	if got := set.concurrency(); got != 3 {
+		t.Errorf("configured concurrency = %d, want 3", got)
 	}
 }
