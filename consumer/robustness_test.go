@@ -96,7 +96,10 @@ func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 		})
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "batched", EventTypes: []string{orders.Created}, Handler: h,
 			BatchWait: 200 * time.Millisecond, Concurrency: 1,
-			HandlerTimeout: 300 * time.Millisecond, MaxDeliver: -1, Backoff: []time.Duration{time.Minute}})
+			// After a timeout the consumer pings the database within the
+			// handler timeout to tell a slow event from a hung database; on
+			// a loaded machine 300 ms was sometimes too short for that ping.
+			HandlerTimeout: time.Second, MaxDeliver: -1, Backoff: []time.Duration{time.Minute}})
 		for _, id := range []string{"slow", "ok1", "ok2"} {
 			ns.PublishHook(t, "demo", id, orders.Created, orders.WebhookBody(orders.Created, "order-"+id, 1))
 		}
