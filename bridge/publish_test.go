@@ -41,12 +41,18 @@ func streamsLater(t *testing.T, sc scheme, opts bridge.Options, delay time.Durat
 	js := hookbridgetest.NATS(t)
 	in := serveOn(t, js.JS, opts, sc.source(t))
 	in.js = js
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		time.Sleep(delay)
 		if err := stream.EnsureIngress(context.Background(), js.JS, stream.Options{}); err != nil {
 			t.Errorf("create streams: %v", err)
 		}
 	}()
+	// The test may end as soon as HOOKS exists, while the other streams
+	// are still being created: wait for them before the connection closes
+	// (cleanups run last-registered first).
+	t.Cleanup(func() { <-done })
 	return in
 }
 
