@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -90,6 +92,9 @@ const (
 	xHooksBytes     = "HOOKS bytes per message"
 	xInboxBytes     = "inbox bytes per row (with indexes)"
 	xOutboxBytes    = "outbox bytes per row (with indexes)"
+	xFloorMachine   = "machine CPU per floor request (all processes)"
+	xPGWork         = "postgres CPU per event, its writes alone"
+	xCeiling        = "applied ceiling (floor ingress + postgres writes alone)"
 )
 
 // RunExternal runs the rounds and returns the medians, ratios and targets.
@@ -102,13 +107,16 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 		"pg_concurrency": o.PGConcurrency, "pg_total": o.PGTotal, "serve": "own process, default configuration", "nats": "own process, loopback",
 	}}}
 	x := &external{o: o, s: s}
-	steps := []func(context.Context) error{x.floor, x.raw, x.ingressOnly, x.maxAndHalf}
+	steps := []func(context.Context) error{x.floor, x.raw, x.pgWork, x.ingressOnly, x.maxAndHalf}
 	sampleBusy := func(ctx context.Context) (float64, error) { return MachineBusy(ctx, time.Second) }
 	if err := s.runRounds(ctx, "external", o.Rounds, steps, sampleBusy); err != nil {
 		return nil, err
 	}
 	s.ratio(xIngress, xFloor, "≥ 0.70", func(v float64) bool { return v >= 0.7 })
 	s.ratio(xApplied, xRaw, "≥ 1.0", func(v float64) bool { return v >= 1 })
+	x.ceiling()
+	s.ratio(xCeiling, xRaw, "", nil)
+	s.ratio(xApplied, xCeiling, "", nil)
 	if m := s.by[xHalfP99]; m != nil {
 		s.res.Targets = append(s.res.Targets, Target{Name: xHalfP99, Goal: "< 50 ms", Value: m.Median, Met: m.Median < 50})
 	}
@@ -204,7 +212,40 @@ func (x *external) floor(ctx context.Context) error {
 		return fmt.Errorf("floor: %d requests failed (%v)", r.Failed, r.Statuses)
 	}
 	x.s.record(xFloor, "req/s", r.IngressRPS)
+	if r.IngressRPS > 0 && r.MachineBusy > 0 {
+		x.s.record(xFloorMachine, "µs/req", r.MachineBusy*float64(runtime.NumCPU())*1e6/r.IngressRPS)
+	}
 	return nil
+}
+
+// pgWork measures the Postgres CPU an event needs for its writes alone
+// (see [MeasurePostgresWork]), at the consumer's default batch size.
+func (x *external) pgWork(ctx context.Context) error {
+	w, err := MeasurePostgresWork(ctx, x.o.AdminURL, x.o.PGTotal, consumer.DefaultBatchSize)
+	if err != nil {
+		return fmt.Errorf("postgres writes alone: %w", err)
+	}
+	fmt.Fprintf(x.o.Progress, "external: %s: %.0f µs (%d events in batches of %d, one connection, %.2fs)\n", xPGWork, w.CPUPerEventUs, w.Events, w.Batch, w.Seconds)
+	x.s.record(xPGWork, "µs/event", w.CPUPerEventUs)
+	return nil
+}
+
+// ceiling records, per round, the most events per second this machine
+// could apply if the ingress cost no more than the bare HTTP→publish
+// floor (all processes: server, nats-server, load generator) and each
+// event added only Postgres's CPU for its writes, measured alone: no
+// consumer or relay CPU, no NATS deliveries, acks or relayed messages.
+// The real pipeline must stay below it.
+func (x *external) ceiling() {
+	floor, pg := x.s.by[xFloorMachine], x.s.by[xPGWork]
+	if floor == nil || pg == nil || len(floor.Values) != len(pg.Values) {
+		return
+	}
+	for i := range floor.Values {
+		x.s.record(xCeiling, "events/s", float64(runtime.NumCPU())*1e6/(floor.Values[i]+pg.Values[i]))
+	}
+	m := x.s.by[xCeiling]
+	m.Median = Median(m.Values)
 }
 
 func (x *external) raw(ctx context.Context) error {

@@ -38,7 +38,8 @@ func TestExternalModesSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireSuiteOutput(t, res, "floor HTTP→publish (own nats-server)", "hookbridge CPU per event", "postgres CPU per event",
-		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits")
+		"hookbridge CPU per ingress request", "e2e p99 @ 50% of max", "applied (first send → last applied) / postgres single-row commits",
+		"postgres CPU per event, its writes alone", "applied ceiling (floor ingress + postgres writes alone) / postgres single-row commits")
 
 	soak, err := loadgen.Soak(c, loadgen.SoakOptions{Exe: exe, NATSExe: natsExe, AdminURL: hookbridgetest.AdminURL(), Duration: 4 * time.Second, Rate: 100, Concurrency: 4, Sample: 500 * time.Millisecond})
 	if err != nil {

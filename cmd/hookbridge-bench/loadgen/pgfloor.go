@@ -1,0 +1,126 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/store"
+	"github.com/hookbridge/hookbridge/schema"
+)
+
+// PostgresWork is the Postgres CPU an event needs for what the pipeline
+// must write, measured with nothing else in the way: one connection,
+// batches as large as the consumer's default, no NATS, no HTTP.
+type PostgresWork struct {
+	Events int `json:"events"`
+	Batch  int `json:"batch"`
+	// CPUPerEventUs is the backend's CPU per event (user and system
+	// time from /proc, so Postgres must run on this machine).
+	CPUPerEventUs float64 `json:"cpu_per_event_us"`
+	Seconds       float64 `json:"seconds"`
+}
+
+// MeasurePostgresWork applies total order.created events in batches of
+// batch through the consumer's own set-wise transaction (inbox claim, the
+// orders handler's insert and outbox rows, commit) and relays their
+// outbox rows the way the relay's round does without publishing (claim,
+// key heads, mark sent, commit), on one connection to a fresh database
+// created on adminURL's server. It is the least Postgres CPU per event any
+// configuration of this pipeline can spend here: batches no larger help
+// little (the inbox and outbox rows are written row by row anyway), and
+// there is no contention.
+func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int) (PostgresWork, error) {
+	db, err := pgtemp.Create(ctx, adminURL, "hookbridge_bench_pgwork", "")
+	if err != nil {
+		return PostgresWork{}, err
+	}
+	defer db.Drop() //nolint:errcheck // best effort; reported by the caller's next run
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		return PostgresWork{}, err
+	}
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return PostgresWork{}, err
+	}
+	defer pool.Close()
+	if _, err := schema.Migrate(ctx, pool, schema.Core(), orders.Migrations()); err != nil {
+		return PostgresWork{}, err
+	}
+	var pid int32
+	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		return PostgresWork{}, err
+	}
+	h := orders.Handler("orders")
+	evs := make([]consumer.Event, 0, batch)
+	cpu0, start := procCPU(int(pid)), time.Now()
+	for n := 0; n < total; {
+		evs = evs[:0]
+		for ; len(evs) < batch && n < total; n++ {
+			body := orders.WebhookBody("order.created", fmt.Sprintf("pgwork-%d", n), 1999)
+			evs = append(evs, consumer.Event{Source: "demo", ID: fmt.Sprintf("evt-pgwork-%d", n), Type: "order.created",
+				Body: body, BodySHA256: sha256.Sum256(body), Subject: "hooks.demo.order.created", StreamSeq: uint64(n + 1),
+				NumDelivered: 1, ReceivedAt: time.Now()})
+		}
+		for i, r := range consumer.ApplyBatch(ctx, pool, "orders", h, evs) {
+			if r.Err != nil || r.Outcome != consumer.Processed {
+				return PostgresWork{}, fmt.Errorf("apply %s: %s %v", evs[i].ID, r.Outcome, r.Err)
+			}
+		}
+		if err := markRelayed(ctx, pool, batch); err != nil {
+			return PostgresWork{}, err
+		}
+	}
+	elapsed := time.Since(start)
+	cpu := procCPU(int(pid)) - cpu0
+	var left int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.outbox WHERE status <> 'sent'").Scan(&left); err != nil {
+		return PostgresWork{}, err
+	}
+	if left != 0 {
+		return PostgresWork{}, fmt.Errorf("%d outbox rows not marked sent", left)
+	}
+	return PostgresWork{Events: total, Batch: batch, Seconds: elapsed.Seconds(),
+		CPUPerEventUs: float64(cpu.Microseconds()) / float64(total)}, nil
+}
+
+// markRelayed does the relay's Postgres work for up to limit rows: the
+// claim, the ordering-key heads, marking them sent with made-up stream
+// sequences, and the commit.
+func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		rows, err := store.OutboxClaim(ctx, tx, "60000", limit)
+		if err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+		perKey := map[string]int32{}
+		ids := make([]int64, len(rows))
+		for i, o := range rows {
+			ids[i] = o.ID
+			if o.OrderingKey != nil {
+				perKey[*o.OrderingKey]++
+			}
+		}
+		keys, counts := make([]string, 0, len(perKey)), make([]int32, 0, len(perKey))
+		for k, c := range perKey {
+			keys, counts = append(keys, k), append(counts, c)
+		}
+		if len(keys) > 0 {
+			if _, err := store.OutboxKeyHeads(ctx, tx, keys, counts); err != nil {
+				return fmt.Errorf("key heads: %w", err)
+			}
+		}
+		b := &pgx.Batch{}
+		store.QueueOutboxMarkSent(b, ids, ids)
+		return tx.SendBatch(ctx, b).Close()
+	})
+}
