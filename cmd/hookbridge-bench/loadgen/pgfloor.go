@@ -82,12 +82,12 @@ func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int)
 	}
 	elapsed := time.Since(start)
 	cpu := procCPU(int(pid)) - cpu0
-	var left int
-	if err := pool.QueryRow(ctx, "SELECT count(*) FROM hookbridge.outbox WHERE status <> 'sent'").Scan(&left); err != nil {
+	counts, err := store.OutboxStats(ctx, pool)
+	if err != nil {
 		return PostgresWork{}, err
 	}
-	if left != 0 {
-		return PostgresWork{}, fmt.Errorf("%d outbox rows not marked sent", left)
+	if counts.Pending != 0 || counts.Dead != 0 || counts.Sent != int64(total) {
+		return PostgresWork{}, fmt.Errorf("outbox holds %d pending, %d dead, %d sent rows; want %d sent", counts.Pending, counts.Dead, counts.Sent, total)
 	}
 	return PostgresWork{Events: total, Batch: batch, Seconds: elapsed.Seconds(),
 		CPUPerEventUs: float64(cpu.Microseconds()) / float64(total)}, nil
