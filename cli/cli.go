@@ -14,12 +14,15 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/internal/gctune"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -240,6 +243,15 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	srv, err := app.NewServer(cfg, rt.handlers, c.Role, log)
 	if err != nil {
 		return err
+	}
+	if gctune.Wanted(rt.env) {
+		// A serve process's garbage is all short-lived traffic: with
+		// Go's default the collector took a fifth of its CPU.
+		var tuner sync.WaitGroup
+		defer tuner.Wait()
+		tctx, stop := context.WithCancel(ctx)
+		defer stop()
+		tuner.Go(func() { gctune.Run(tctx, gctune.DefaultHeadroom, time.Second) })
 	}
 	return srv.Run(ctx, nil)
 }

@@ -1,0 +1,80 @@
+package gctune_test
+
+import (
+	"context"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/hookbridge/hookbridge/internal/gctune"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, headroom uint64
+		want           int
+	}{
+		{0, 64 * mib, 2000},        // before the first collection
+		{1 * mib, 64 * mib, 2000},  // capped
+		{16 * mib, 64 * mib, 400},  // may grow by 64 MiB
+		{64 * mib, 64 * mib, 100},  // Go's default from here on
+		{512 * mib, 64 * mib, 100}, // never below it
+	} {
+		if got := gctune.Percent(c.live, c.headroom); got != c.want {
+			t.Errorf("Percent(%d MiB, %d MiB) = %d, want %d", c.live/mib, c.headroom/mib, got, c.want)
+		}
+	}
+}
+
+func TestWanted(t *testing.T) {
+	env := func(set ...string) func(string) (string, bool) {
+		return func(k string) (string, bool) {
+			for _, s := range set {
+				if s == k {
+					return "1", true
+				}
+			}
+			return "", false
+		}
+	}
+	if !gctune.Wanted(env()) {
+		t.Error("not wanted with neither GOGC nor GOMEMLIMIT set")
+	}
+	if gctune.Wanted(env("GOGC")) || gctune.Wanted(env("GOMEMLIMIT")) {
+		t.Error("wanted although the environment chose")
+	}
+}
+
+// Run changes the process's percent while it runs and puts back the one
+// it found.
+func TestRunRestoresThePercent(t *testing.T) {
+	before := debug.SetGCPercent(123)
+	defer debug.SetGCPercent(before)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gctune.Run(ctx, 1<<40, time.Millisecond) // headroom so large the percent is the cap
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for percent() != 2000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("percent %d, want 2000 while Run runs", percent())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if p := percent(); p != 123 {
+		t.Fatalf("percent %d after Run, want 123 restored", p)
+	}
+}
+
+// percent reads the GOGC percent without setting it.
+func percent() uint64 {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
