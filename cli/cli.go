@@ -14,7 +14,6 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -247,11 +246,9 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if gctune.Wanted(rt.env) {
 		// A serve process's garbage is all short-lived traffic: with
 		// Go's default the collector took a fifth of its CPU.
-		var tuner sync.WaitGroup
-		defer tuner.Wait()
 		tctx, stop := context.WithCancel(ctx)
+		defer gctune.Start(tctx, gctune.DefaultHeadroom, time.Second)()
 		defer stop()
-		tuner.Go(func() { gctune.Run(tctx, gctune.DefaultHeadroom, time.Second) })
 	}
 	return srv.Run(ctx, nil)
 }

@@ -20,8 +20,10 @@ package gctune
 
 import (
 	"context"
+	"math"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 )
 
@@ -46,34 +48,77 @@ func Percent(live, headroom uint64) int {
 }
 
 // Wanted reports whether the process leaves the collector to hookbridge:
-// neither GOGC nor GOMEMLIMIT is set in its environment.
+// neither GOGC nor GOMEMLIMIT is set in its environment, and nothing
+// (a program embedding hookbridge's commands, say) has set a percent
+// other than Go's default or a memory limit in code. While a tuner is
+// active its own percent counts as the default.
 func Wanted(getenv func(string) (string, bool)) bool {
-	_, gogc := getenv("GOGC")
-	_, limit := getenv("GOMEMLIMIT")
-	return !gogc && !limit
+	if _, gogc := getenv("GOGC"); gogc {
+		return false
+	}
+	if _, limit := getenv("GOMEMLIMIT"); limit {
+		return false
+	}
+	if debug.SetMemoryLimit(-1) != math.MaxInt64 { // -1 reads it
+		return false
+	}
+	active.Lock()
+	defer active.Unlock()
+	return active.runs > 0 || read("/gc/gogc:percent") == 100
 }
 
-// Run sets the GOGC percent from the live heap every interval until ctx
-// ends, then restores the percent it found.
-func Run(ctx context.Context, headroom uint64, interval time.Duration) {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	live := func() uint64 {
-		metrics.Read(sample)
-		if sample[0].Value.Kind() != metrics.KindUint64 {
-			return 0
-		}
-		return sample[0].Value.Uint64()
+// active counts the tuners in this process: the percent is the process's,
+// so the first saves the one it finds and the last one restores it.
+var active struct {
+	sync.Mutex
+	runs  int
+	saved int
+}
+
+// Start sets the GOGC percent from the live heap now and then every
+// interval, in a goroutine of its own, until ctx ends. The returned
+// function waits for that goroutine to end. When the last tuner in the
+// process ends it restores the percent the first one found.
+func Start(ctx context.Context, headroom uint64, interval time.Duration) (wait func()) {
+	set := func() int { return debug.SetGCPercent(Percent(read("/gc/heap/live:bytes"), headroom)) }
+	active.Lock()
+	if prev := set(); active.runs == 0 {
+		active.saved = prev
 	}
-	prev := debug.SetGCPercent(Percent(live(), headroom))
-	defer debug.SetGCPercent(prev)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			debug.SetGCPercent(Percent(live(), headroom))
+	active.runs++
+	active.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			active.Lock()
+			defer active.Unlock()
+			if active.runs--; active.runs == 0 {
+				debug.SetGCPercent(active.saved)
+			}
+		}()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				active.Lock()
+				set()
+				active.Unlock()
+			}
 		}
+	}()
+	return func() { <-done }
+}
+
+// read returns a uint64 runtime metric, 0 if it is not one.
+func read(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
 	}
+	return s[0].Value.Uint64()
 }

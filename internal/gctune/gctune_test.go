@@ -45,30 +45,68 @@ func TestWanted(t *testing.T) {
 	if gctune.Wanted(env("GOGC")) || gctune.Wanted(env("GOMEMLIMIT")) {
 		t.Error("wanted although the environment chose")
 	}
+	// A program embedding the commands may have chosen in code.
+	prev := debug.SetGCPercent(150)
+	wanted := gctune.Wanted(env())
+	debug.SetGCPercent(prev)
+	if wanted {
+		t.Error("wanted although the program set a percent")
+	}
+	limit := debug.SetMemoryLimit(1 << 40)
+	wanted = gctune.Wanted(env())
+	debug.SetMemoryLimit(limit)
+	if wanted {
+		t.Error("wanted although the program set a memory limit")
+	}
 }
 
-// Run changes the process's percent while it runs and puts back the one
-// it found.
+// Two serve commands in one process (tests do that): the percent stays
+// tuned until the last tuner ends, then the one found before is back.
+func TestConcurrentTunersRestoreTheFirstPercent(t *testing.T) {
+	before := debug.SetGCPercent(123)
+	defer debug.SetGCPercent(before)
+	start := func() (context.CancelFunc, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		return cancel, gctune.Start(ctx, 1<<40, time.Millisecond)
+	}
+	stopA, waitA := start()
+	waitPercent(t, 2000)
+	stopB, waitB := start()
+	stopA()
+	waitA()
+	if p := percent(); p != 2000 {
+		t.Fatalf("percent %d after the first of two tuners ended, want 2000", p)
+	}
+	stopB()
+	waitB()
+	if p := percent(); p != 123 {
+		t.Fatalf("percent %d after both tuners, want 123 restored", p)
+	}
+}
+
+func waitPercent(t *testing.T, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for percent() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("percent %d, want %d", percent(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A tuner changes the process's percent while it runs and puts back the
+// one it found.
 func TestRunRestoresThePercent(t *testing.T) {
 	before := debug.SetGCPercent(123)
 	defer debug.SetGCPercent(before)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		gctune.Run(ctx, 1<<40, time.Millisecond) // headroom so large the percent is the cap
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for percent() != 2000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("percent %d, want 2000 while Run runs", percent())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait := gctune.Start(ctx, 1<<40, time.Millisecond) // headroom so large the percent is the cap
+	waitPercent(t, 2000)
 	cancel()
-	<-done
+	wait()
 	if p := percent(); p != 123 {
-		t.Fatalf("percent %d after Run, want 123 restored", p)
+		t.Fatalf("percent %d after the tuner ended, want 123 restored", p)
 	}
 }
 

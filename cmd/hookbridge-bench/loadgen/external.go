@@ -238,7 +238,10 @@ func (x *external) pgWork(ctx context.Context) error {
 // The real pipeline must stay below it.
 func (x *external) ceiling() {
 	floor, pg := x.s.by[xFloorMachine], x.s.by[xPGWork]
-	if floor == nil || pg == nil || len(floor.Values) != len(pg.Values) {
+	if floor == nil || pg == nil || len(floor.Values) != x.o.Rounds || len(pg.Values) != x.o.Rounds {
+		// Values pair by position: with a round missing on either side
+		// they would pair figures of different rounds.
+		x.s.fail("ceiling not computed: the floor's machine CPU and Postgres's writes alone need a figure in each of the %d rounds", x.o.Rounds)
 		return
 	}
 	for i := range floor.Values {

@@ -63,6 +63,9 @@ func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int)
 	h := orders.Handler("orders")
 	evs := make([]consumer.Event, 0, batch)
 	cpu0, start := procCPU(int(pid)), time.Now()
+	if cpu0 == 0 {
+		return PostgresWork{}, fmt.Errorf("cannot read the CPU time of backend %d from /proc: Postgres must run on this machine, in this PID namespace", pid)
+	}
 	for n := 0; n < total; {
 		evs = evs[:0]
 		for ; len(evs) < batch && n < total; n++ {
