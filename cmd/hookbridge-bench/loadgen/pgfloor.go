@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -33,29 +32,15 @@ type PostgresWork struct {
 // orders handler's insert and outbox rows, commit) and relays their
 // outbox rows the way the relay's round does without publishing (claim,
 // key heads, mark sent, commit), on one connection to a fresh database
-// created on adminURL's server. It is the least Postgres CPU per event any
-// configuration of this pipeline can spend here: batches no larger help
-// little (the inbox and outbox rows are written row by row anyway), and
-// there is no contention.
+// created on adminURL's server. It is what an event's writes cost
+// Postgres at the consumer's default batch size with no contention: the
+// pipeline, with smaller batches and several writers, spends more.
 func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int) (PostgresWork, error) {
-	db, err := pgtemp.Create(ctx, adminURL, "hookbridge_bench_pgwork", "")
+	pool, done, err := migratedPool(ctx, adminURL, "hookbridge_bench_pgwork", 1, schema.Core(), orders.Migrations())
 	if err != nil {
 		return PostgresWork{}, err
 	}
-	defer db.Drop() //nolint:errcheck // best effort; reported by the caller's next run
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		return PostgresWork{}, err
-	}
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return PostgresWork{}, err
-	}
-	defer pool.Close()
-	if _, err := schema.Migrate(ctx, pool, schema.Core(), orders.Migrations()); err != nil {
-		return PostgresWork{}, err
-	}
+	defer done()
 	var pid int32
 	if err := pool.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		return PostgresWork{}, err

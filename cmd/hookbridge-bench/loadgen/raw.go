@@ -160,25 +160,11 @@ func RawPublishAsync(ctx context.Context, total, window int) (Throughput, error)
 // created on adminURL's server and dropped afterwards. It is the rate a
 // consumer that commits every event on its own can reach at most.
 func RawInsert(ctx context.Context, adminURL string, total, concurrency int) (Throughput, error) {
-	db, err := pgtemp.Create(ctx, adminURL, "hookbridge_bench_raw", "")
+	pool, done, err := migratedPool(ctx, adminURL, "hookbridge_bench_raw", concurrency, schema.Core())
 	if err != nil {
 		return Throughput{}, err
 	}
-	defer db.Drop() //nolint:errcheck // best effort; reported by the caller's next run
-	cfg, err := pgxpool.ParseConfig(db.URL)
-	if err != nil {
-		return Throughput{}, err
-	}
-	cfg.MaxConns = int32(concurrency)
-	cfg.MinConns = int32(concurrency)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return Throughput{}, err
-	}
-	defer pool.Close()
-	if _, err := schema.Migrate(ctx, pool, schema.Core()); err != nil {
-		return Throughput{}, err
-	}
+	defer done()
 	var syncCommit string
 	if err := pool.QueryRow(ctx, "SHOW synchronous_commit").Scan(&syncCommit); err != nil {
 		return Throughput{}, err
@@ -222,4 +208,32 @@ func RawInsert(ctx context.Context, adminURL string, total, concurrency int) (Th
 		Seconds: elapsed.Seconds(), PerSecond: float64(total) / elapsed.Seconds(), Errors: int(errs.Load())}
 	t.setCPU(ProcessCPU() - cpu0)
 	return t, nil
+}
+
+// migratedPool creates a fresh database on adminURL's server, opens a pool
+// of conns connections to it and applies sets; done closes the pool and
+// drops the database.
+func migratedPool(ctx context.Context, adminURL, name string, conns int, sets ...schema.Set) (pool *pgxpool.Pool, done func(), err error) {
+	db, err := pgtemp.Create(ctx, adminURL, name, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err == nil {
+		cfg.MaxConns, cfg.MinConns = int32(conns), int32(conns)
+		pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	}
+	if err != nil {
+		_ = db.Drop()
+		return nil, nil, err
+	}
+	done = func() {
+		pool.Close()
+		_ = db.Drop() // best effort; reported by the caller's next run
+	}
+	if _, err := schema.Migrate(ctx, pool, sets...); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return pool, done, nil
 }
