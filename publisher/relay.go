@@ -220,7 +220,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			failures++
 			wait = min(r.backoff(failures), r.opts.PollInterval)
 			r.roundOutage.fail(ctx, err, "retry_in", wait)
-		case res.progress():
+		case res.again():
 			failures = 0
 			r.roundOutage.ok(ctx)
 			continue // keep draining while rows are ready

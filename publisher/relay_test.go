@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -843,5 +845,82 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 	}
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent' AND attempts = 0`); n != 2 {
 		t.Fatalf("sent rows = %d, want 2", n)
+	}
+}
+
+// claimCounter counts the relay's claim statements on the connections of
+// the pool it traces.
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "FOR UPDATE SKIP LOCKED") && strings.Contains(data.SQL, "LIMIT $1") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (c *claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+// TraceBatchQuery sees the claim: it is sent in a batch with the
+// transaction's idle timeout.
+func (c *claimCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	c.TraceQueryStart(ctx, conn, pgx.TraceQueryStartData{SQL: data.SQL})
+}
+
+func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// A round that dealt with every row it claimed, and claimed fewer than
+// its limit, is not followed by another one at once: the rows committed
+// later notify the relay. Each commit of a few rows costs one claim, not
+// two (the second, empty, took three round trips and a next-due query).
+func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	cfg, err := pgxpool.ParseConfig(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := &claimCounter{}
+	cfg.ConnConfig.Tracer = claims
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	opts := fastOpts()
+	opts.PollInterval = time.Minute // only notifications wake it
+	listening := make(chan struct{}, 1)
+	r := publisher.NewRelay(pool, ns.JS, opts)
+	publisher.SetListening(r, func() {
+		select {
+		case listening <- struct{}{}:
+		default:
+		}
+	})
+	runRelay(t, r)
+	<-listening
+	hookbridgetest.Eventually(t, 10*time.Second, "the start-up round", func() bool { return claims.n.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond) // let it settle into its wait
+	before := claims.n.Load()
+
+	const commits = 5
+	for i := range commits {
+		enqueue(t, db.Pool, msg(fmt.Sprintf("few-%d-a", i), ""), msg(fmt.Sprintf("few-%d-b", i), ""))
+		hookbridgetest.Eventually(t, 10*time.Second, "the commit's rows sent", func() bool {
+			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 2*(i+1)
+		})
+		time.Sleep(50 * time.Millisecond) // an extra round, if any, runs now
+	}
+	if got := claims.n.Load() - before; got != commits {
+		t.Fatalf("%d claims for %d commits of 2 rows, want one each", got, commits)
+	}
+	if got := ns.StreamMsgs(t, stream.Events); got != 2*commits {
+		t.Fatalf("EVENTS holds %d messages, want %d", got, 2*commits)
 	}
 }

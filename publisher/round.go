@@ -47,14 +47,25 @@ func fromStore(rs []store.OutboxRow) []*outRow {
 
 // roundResult counts what one round did.
 type roundResult struct {
-	claimed   int // rows locked by the claim (including extra key heads)
-	published int // rows marked sent
-	failed    int // rows whose attempt failed (rescheduled or dead)
-	deferred  int // rows pushed behind a key head that is backing off
+	claimed   int  // rows locked by the claim (including extra key heads)
+	full      bool // the claim returned as many rows as its limit
+	published int  // rows marked sent
+	failed    int  // rows whose attempt failed (rescheduled or dead)
+	deferred  int  // rows pushed behind a key head that is backing off
 }
 
-// progress reports whether another round right away may find more work.
+// progress reports whether the round changed any row.
 func (r roundResult) progress() bool { return r.published+r.failed+r.deferred > 0 }
+
+// again reports whether another round right away may find more work: the
+// round changed rows and either its claim hit the limit (more due rows may
+// be waiting) or it left claimed rows untouched (rows behind a key head
+// another relay held, which may be free now). Otherwise every row due at
+// the claim was dealt with, and rows committed since then notify: going
+// round again at once would only claim nothing, at three round trips.
+func (r roundResult) again() bool {
+	return r.progress() && (r.full || r.claimed > r.published+r.failed+r.deferred)
+}
 
 // failure is a failed publish attempt of one row.
 type failure struct {
@@ -121,7 +132,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.claimed = len(rows)
+	res.claimed, res.full = len(rows), len(rows) >= r.opts.BatchSize
 	if len(rows) == 0 {
 		return res, tx.Commit(rctx)
 	}
