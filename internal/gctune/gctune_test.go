@@ -16,11 +16,12 @@ func TestPercent(t *testing.T) {
 		live, headroom uint64
 		want           int
 	}{
-		{0, 64 * mib, 2000},        // before the first collection
-		{1 * mib, 64 * mib, 2000},  // capped
-		{16 * mib, 64 * mib, 400},  // may grow by 64 MiB
-		{64 * mib, 64 * mib, 100},  // Go's default from here on
-		{512 * mib, 64 * mib, 100}, // never below it
+		{0, 32 * mib, 800},         // before the first collection: 4 MiB × 8 = 32 MiB
+		{1 * mib, 32 * mib, 800},   // capped the same way
+		{8 * mib, 32 * mib, 400},   // may grow by 32 MiB
+		{32 * mib, 32 * mib, 100},  // Go's default from here on
+		{512 * mib, 32 * mib, 100}, // never below it
+		{1 * mib, 1 * mib, 100},    // a headroom under 4 MiB is Go's default
 	} {
 		if got := gctune.Percent(c.live, c.headroom); got != c.want {
 			t.Errorf("Percent(%d MiB, %d MiB) = %d, want %d", c.live/mib, c.headroom/mib, got, c.want)
@@ -67,15 +68,15 @@ func TestConcurrentTunersRestoreTheFirstPercent(t *testing.T) {
 	defer debug.SetGCPercent(before)
 	start := func() (context.CancelFunc, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
-		return cancel, gctune.Start(ctx, 1<<40, time.Millisecond)
+		return cancel, gctune.Start(ctx, 80<<20, time.Millisecond)
 	}
 	stopA, waitA := start()
-	waitPercent(t, 2000)
+	waitTuned(t)
 	stopB, waitB := start()
 	stopA()
 	waitA()
-	if p := percent(); p != 2000 {
-		t.Fatalf("percent %d after the first of two tuners ended, want 2000", p)
+	if p := percent(); p == 123 {
+		t.Fatal("percent back to 123 after the first of two tuners ended, want it still tuned")
 	}
 	stopB()
 	waitB()
@@ -84,12 +85,15 @@ func TestConcurrentTunersRestoreTheFirstPercent(t *testing.T) {
 	}
 }
 
-func waitPercent(t *testing.T, want uint64) {
+// waitTuned waits until the percent is no longer the 123 the test set:
+// with 80 MiB of headroom a tuner sets at least 100 × 80 / (live MiB),
+// far above it for a test's heap.
+func waitTuned(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for percent() != want {
+	for percent() == 123 {
 		if time.Now().After(deadline) {
-			t.Fatalf("percent %d, want %d", percent(), want)
+			t.Fatal("percent still 123, want a tuner's")
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -101,8 +105,8 @@ func TestRunRestoresThePercent(t *testing.T) {
 	before := debug.SetGCPercent(123)
 	defer debug.SetGCPercent(before)
 	ctx, cancel := context.WithCancel(context.Background())
-	wait := gctune.Start(ctx, 1<<40, time.Millisecond) // headroom so large the percent is the cap
-	waitPercent(t, 2000)
+	wait := gctune.Start(ctx, 80<<20, time.Millisecond)
+	waitTuned(t)
 	cancel()
 	wait()
 	if p := percent(); p != 123 {
