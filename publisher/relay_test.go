@@ -924,3 +924,68 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 		t.Fatalf("EVENTS holds %d messages, want %d", got, 2*commits)
 	}
 }
+
+// Two relays split a key: this relay claims the key's head, another holds
+// the next row and, blocked behind the head, can do nothing with it (here
+// a transaction of the test plays the other relay). Once this relay has
+// published the head it must go round again for the next row: no insert
+// will notify anyone, and the other relay's round is over.
+func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	ctx := context.Background()
+
+	opts := fastOpts()
+	opts.PollInterval = time.Minute // only notifications, or going again, wake it
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	listening := make(chan struct{}, 1)
+	publisher.SetListening(r, func() {
+		select {
+		case listening <- struct{}{}:
+		default:
+		}
+	})
+	gate, other := make(chan struct{}), make(chan pgx.Tx, 1)
+	publisher.SetBeforePublish(r, func(id string) error {
+		switch id {
+		case "gate":
+			<-gate // the round that publishes it waits while the key's rows are written
+		case "held-1":
+			// The round has planned (it saw held-2 locked); the other
+			// relay now lets go of held-2 without having published it.
+			if err := (<-other).Commit(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+		return nil
+	})
+	runRelay(t, r)
+	<-listening
+	time.Sleep(100 * time.Millisecond) // the start-up rounds are over
+
+	enqueue(t, db.Pool, msg("gate", "")) // its notification starts a round, held at the gate
+	time.Sleep(100 * time.Millisecond)
+	enqueue(t, db.Pool, msg("held-1", "K"), msg("held-2", "K")) // notifies the next round
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed by the hook
+	if _, err := tx.Exec(ctx, `SELECT id FROM hookbridge.outbox WHERE event_id = 'held-2' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	other <- tx
+	close(gate)
+
+	hookbridgetest.Eventually(t, 10*time.Second, "every row sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
+	})
+	var got []string
+	for _, m := range eventsMsgs(t, ns.JS) {
+		got = append(got, m.id)
+	}
+	if !slices.Equal(got, []string{"gate", "held-1", "held-2"}) {
+		t.Fatalf("EVENTS holds %v, want gate, held-1, held-2", got)
+	}
+}

@@ -52,6 +52,9 @@ type roundResult struct {
 	published int  // rows marked sent
 	failed    int  // rows whose attempt failed (rescheduled or dead)
 	deferred  int  // rows pushed behind a key head that is backing off
+	// dueBehind: a due row of a key follows a chain published here and
+	// was not claimed by this round (see plan).
+	dueBehind bool
 }
 
 // progress reports whether the round changed any row.
@@ -59,12 +62,13 @@ func (r roundResult) progress() bool { return r.published+r.failed+r.deferred > 
 
 // again reports whether another round right away may find more work: the
 // round changed rows and either its claim hit the limit (more due rows may
-// be waiting) or it left claimed rows untouched (rows behind a key head
-// another relay held, which may be free now). Otherwise every row due at
-// the claim was dealt with, and rows committed since then notify: going
-// round again at once would only claim nothing, at three round trips.
+// be waiting), it left claimed rows untouched (rows behind a key head
+// another relay held, which may be free now), or a due row it did not
+// claim follows one of its chains. Otherwise every row due at the claim was
+// dealt with, and rows committed since then notify: going round again at
+// once would only claim nothing, at three round trips.
 func (r roundResult) again() bool {
-	return r.progress() && (r.full || r.claimed > r.published+r.failed+r.deferred)
+	return r.progress() && (r.full || r.dueBehind || r.claimed > r.published+r.failed+r.deferred)
 }
 
 // failure is a failed publish attempt of one row.
@@ -136,11 +140,12 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	if len(rows) == 0 {
 		return res, tx.Commit(rctx)
 	}
-	chains, deferred, extra, err := r.plan(rctx, tx, rows)
+	chains, deferred, extra, dueBehind, err := r.plan(rctx, tx, rows)
 	if err != nil {
 		return res, err
 	}
 	res.claimed += extra
+	res.dueBehind = dueBehind
 
 	out := r.publishTraced(ctx, chains)
 	if h := r.hooks.afterPublish; h != nil {
@@ -186,7 +191,14 @@ func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
 // has no gap. Rows of a key that cannot be published now stay claimed but
 // untouched, or are deferred to their blocker's next attempt when the
 // blocker is backing off (so they stop filling the front of the queue).
-func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][]*outRow, deferred []blockedRow, extra int, err error) {
+//
+// dueBehind reports a key whose chain is published here while its next
+// row is due but not claimed by this round: another relay may hold it and
+// be able to do nothing with it (its claim of the key is behind the rows
+// this round publishes, and nothing will notify it once they are sent),
+// or this round's LIMIT left it out. Either way this relay goes round
+// again for it.
+func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][]*outRow, deferred []blockedRow, extra int, dueBehind bool, err error) {
 	mine := make(map[int64]*outRow, len(rows))
 	perKey := map[string]int{}
 	for _, o := range rows {
@@ -198,19 +210,20 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 		}
 	}
 	if len(perKey) == 0 {
-		return chains, nil, 0, nil
+		return chains, nil, 0, false, nil
 	}
 
-	// The first pending rows of each key, as many as we claimed of it.
-	// This statement has a fresh snapshot: rows of the key that another
-	// relay marked sent meanwhile are gone from it, and any row of the key
-	// visible at claim time is still here (key_seq is commit order, so a
-	// row committed since cannot sort before one we claimed).
+	// The first pending rows of each key, as many as we claimed of it and
+	// one more (the row after them: see dueBehind). This statement has a
+	// fresh snapshot: rows of the key that another relay marked sent
+	// meanwhile are gone from it, and any row of the key visible at claim
+	// time is still here (key_seq is commit order, so a row committed
+	// since cannot sort before one we claimed).
 	keys := make([]string, 0, len(perKey))
 	counts := make([]int32, 0, len(perKey))
 	for k, n := range perKey {
 		keys = append(keys, k)
-		counts = append(counts, int32(n))
+		counts = append(counts, int32(n+1))
 	}
 	type head struct {
 		id   int64
@@ -220,10 +233,17 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 	heads := map[string][]head{}
 	hs, err := store.OutboxKeyHeads(ctx, tx, keys, counts)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("outbox key heads: %w", err)
+		return nil, nil, 0, false, fmt.Errorf("outbox key heads: %w", err)
 	}
 	for _, h := range hs {
 		heads[h.Key] = append(heads[h.Key], head{id: h.ID, due: h.Due, next: h.Next})
+	}
+	// The extra row is only looked at, never claimed or published here.
+	after := map[string]head{}
+	for k, hs := range heads {
+		if n := perKey[k]; len(hs) > n {
+			after[k], heads[k] = hs[n], hs[:n]
+		}
 	}
 
 	// Due rows ahead of ours that we did not claim (the claim's LIMIT cut
@@ -244,7 +264,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 	if len(want) > 0 {
 		locked, err := store.OutboxClaimIDs(ctx, tx, want)
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("outbox claim key heads: %w", err)
+			return nil, nil, 0, false, fmt.Errorf("outbox claim key heads: %w", err)
 		}
 		more := fromStore(locked)
 		for _, o := range more {
@@ -268,6 +288,11 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 		}
 		if len(chain) > 0 {
 			chains = append(chains, chain)
+			// The key's next row is due and not ours: another relay's
+			// claim behind our chain, or one our claim's LIMIT left out.
+			if next, ok := after[k]; ok && blocker == nil && next.due {
+				dueBehind = true
+			}
 		}
 		if blocker == nil || blocker.due {
 			continue // blocked by a row in flight elsewhere: leave ours as they are
@@ -278,7 +303,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 			}
 		}
 	}
-	return chains, deferred, extra, nil
+	return chains, deferred, extra, dueBehind, nil
 }
 
 // publish sends the chains in waves: wave i holds the i-th row of every
