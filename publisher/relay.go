@@ -228,6 +228,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			failures = 0
 			r.roundOutage.ok(ctx)
 			wait = r.opts.PollInterval
+			if res.heldElsewhere {
+				wait = min(wait, r.opts.BackoffBase)
+			}
 			if d, ok, err := r.nextDue(ctx); err == nil && ok && d < wait {
 				wait = max(d, time.Millisecond)
 			}

@@ -946,17 +946,23 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 		default:
 		}
 	})
-	gate, other := make(chan struct{}), make(chan pgx.Tx, 1)
+	atGate, gate, other := make(chan struct{}), make(chan struct{}), make(chan pgx.Tx, 1)
+	var gateOnce, otherOnce sync.Once
 	publisher.SetBeforePublish(r, func(id string) error {
 		switch id {
 		case "gate":
-			<-gate // the round that publishes it waits while the key's rows are written
+			// The round that publishes it waits while the key's rows
+			// are written.
+			gateOnce.Do(func() { close(atGate) })
+			<-gate
 		case "held-1":
 			// The round has planned (it saw held-2 locked); the other
 			// relay now lets go of held-2 without having published it.
-			if err := (<-other).Commit(ctx); err != nil {
-				t.Error(err)
-			}
+			otherOnce.Do(func() {
+				if err := (<-other).Commit(ctx); err != nil {
+					t.Error(err)
+				}
+			})
 		}
 		return nil
 	})
@@ -965,7 +971,11 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the start-up rounds are over
 
 	enqueue(t, db.Pool, msg("gate", "")) // its notification starts a round, held at the gate
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-atGate:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no round reached the gate")
+	}
 	enqueue(t, db.Pool, msg("held-1", "K"), msg("held-2", "K")) // notifies the next round
 	tx, err := db.Pool.Begin(ctx)
 	if err != nil {
@@ -988,4 +998,51 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	if !slices.Equal(got, []string{"gate", "held-1", "held-2"}) {
 		t.Fatalf("EVENTS holds %v, want gate, held-1, held-2", got)
 	}
+}
+
+// The other side of the split: this relay's rows of a key wait behind a
+// due head another relay holds (here a transaction of the test, which
+// then marks the head sent as that relay would). Nothing notifies this
+// relay when the head is done, so it looks again after BackoffBase rather
+// than waiting for its poll.
+func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	ctx := context.Background()
+	enqueue(t, db.Pool, msg("head-1", "K"), msg("head-2", "K"))
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	if _, err := tx.Exec(ctx, `SELECT id FROM hookbridge.outbox WHERE event_id = 'head-1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := fastOpts()
+	opts.PollInterval = time.Minute
+	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	listening := make(chan struct{}, 1)
+	publisher.SetListening(r, func() {
+		select {
+		case listening <- struct{}{}:
+		default:
+		}
+	})
+	runRelay(t, r)
+	<-listening
+	time.Sleep(300 * time.Millisecond) // its rounds so far found head-2 blocked
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`); n != 0 {
+		t.Fatalf("%d rows sent while the key's head was held elsewhere", n)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE hookbridge.outbox SET status = 'sent', sent_at = now() WHERE event_id = 'head-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hookbridgetest.Eventually(t, 10*time.Second, "head-2 sent", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'head-2' AND status = 'sent'`) == 1
+	})
 }

@@ -52,9 +52,8 @@ type roundResult struct {
 	published int  // rows marked sent
 	failed    int  // rows whose attempt failed (rescheduled or dead)
 	deferred  int  // rows pushed behind a key head that is backing off
-	// dueBehind: a due row of a key follows a chain published here and
-	// was not claimed by this round (see plan).
-	dueBehind bool
+	// dueBehind and heldElsewhere are plan's (see planned).
+	dueBehind, heldElsewhere bool
 }
 
 // progress reports whether the round changed any row.
@@ -140,12 +139,13 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	if len(rows) == 0 {
 		return res, tx.Commit(rctx)
 	}
-	chains, deferred, extra, dueBehind, err := r.plan(rctx, tx, rows)
+	p, err := r.plan(rctx, tx, rows)
 	if err != nil {
 		return res, err
 	}
-	res.claimed += extra
-	res.dueBehind = dueBehind
+	chains, deferred := p.chains, p.deferred
+	res.claimed += p.extra
+	res.dueBehind, res.heldElsewhere = p.dueBehind, p.heldElsewhere
 
 	out := r.publishTraced(ctx, chains)
 	if h := r.hooks.afterPublish; h != nil {
@@ -191,26 +191,20 @@ func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
 // has no gap. Rows of a key that cannot be published now stay claimed but
 // untouched, or are deferred to their blocker's next attempt when the
 // blocker is backing off (so they stop filling the front of the queue).
-//
-// dueBehind reports a key whose chain is published here while its next
-// row is due but not claimed by this round: another relay may hold it and
-// be able to do nothing with it (its claim of the key is behind the rows
-// this round publishes, and nothing will notify it once they are sent),
-// or this round's LIMIT left it out. Either way this relay goes round
-// again for it.
-func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][]*outRow, deferred []blockedRow, extra int, dueBehind bool, err error) {
+func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, error) {
+	var p planned
 	mine := make(map[int64]*outRow, len(rows))
 	perKey := map[string]int{}
 	for _, o := range rows {
 		mine[o.id] = o
 		if o.key == nil {
-			chains = append(chains, []*outRow{o})
+			p.chains = append(p.chains, []*outRow{o})
 		} else {
 			perKey[*o.key]++
 		}
 	}
 	if len(perKey) == 0 {
-		return chains, nil, 0, false, nil
+		return p, nil
 	}
 
 	// The first pending rows of each key, as many as we claimed of it and
@@ -233,7 +227,7 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 	heads := map[string][]head{}
 	hs, err := store.OutboxKeyHeads(ctx, tx, keys, counts)
 	if err != nil {
-		return nil, nil, 0, false, fmt.Errorf("outbox key heads: %w", err)
+		return planned{}, fmt.Errorf("outbox key heads: %w", err)
 	}
 	for _, h := range hs {
 		heads[h.Key] = append(heads[h.Key], head{id: h.ID, due: h.Due, next: h.Next})
@@ -264,13 +258,13 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 	if len(want) > 0 {
 		locked, err := store.OutboxClaimIDs(ctx, tx, want)
 		if err != nil {
-			return nil, nil, 0, false, fmt.Errorf("outbox claim key heads: %w", err)
+			return planned{}, fmt.Errorf("outbox claim key heads: %w", err)
 		}
 		more := fromStore(locked)
 		for _, o := range more {
 			mine[o.id] = o
 		}
-		extra = len(more)
+		p.extra = len(more)
 	}
 
 	inChain := map[int64]bool{}
@@ -287,23 +281,47 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (chains [][
 			inChain[o.id] = true
 		}
 		if len(chain) > 0 {
-			chains = append(chains, chain)
+			p.chains = append(p.chains, chain)
 			// The key's next row is due and not ours: another relay's
 			// claim behind our chain, or one our claim's LIMIT left out.
-			if next, ok := after[k]; ok && blocker == nil && next.due {
-				dueBehind = true
+			if next, ok := after[k]; ok && blocker == nil && next.due && mine[next.id] == nil {
+				p.dueBehind = true
 			}
 		}
-		if blocker == nil || blocker.due {
-			continue // blocked by a row in flight elsewhere: leave ours as they are
+		if blocker == nil {
+			continue
+		}
+		if blocker.due {
+			// Blocked by a row in flight elsewhere: leave ours as they
+			// are, and look again soon.
+			p.heldElsewhere = true
+			continue
 		}
 		for _, o := range rows {
 			if o.key != nil && *o.key == k && !inChain[o.id] && o.nextAttempt.Before(blocker.next) {
-				deferred = append(deferred, blockedRow{row: o, blocker: blocker.id})
+				p.deferred = append(p.deferred, blockedRow{row: o, blocker: blocker.id})
 			}
 		}
 	}
-	return chains, deferred, extra, dueBehind, nil
+	return p, nil
+}
+
+// planned is what plan made of a round's claimed rows.
+type planned struct {
+	chains   [][]*outRow
+	deferred []blockedRow
+	extra    int // due key heads locked beyond the claim
+	// dueBehind: a key's chain is published here while its next row is
+	// due but not claimed by this round. Another relay may hold it and be
+	// able to do nothing with it (its claim of the key is behind the rows
+	// this round publishes, and nothing will notify it once they are
+	// sent), or this round's LIMIT left it out. This relay goes round
+	// again for it.
+	dueBehind bool
+	// heldElsewhere: rows of a key stay untouched behind a due row that
+	// another relay holds. Once that relay is done they can go, but
+	// nothing notifies this one: it looks again after BackoffBase.
+	heldElsewhere bool
 }
 
 // publish sends the chains in waves: wave i holds the i-th row of every
