@@ -14,8 +14,8 @@
 // has neither problem: a small heap may grow by Headroom before a
 // collection, a heap larger than Headroom gets Go's default.
 //
-// Anyone who sets GOGC or GOMEMLIMIT has chosen for themselves; the tuner
-// then stays off (see [Wanted]).
+// Anyone who sets GOGC or GOMEMLIMIT, in the environment or in code, has
+// chosen for themselves; the tuner then stays off (see [Wanted]).
 package gctune
 
 import (
