@@ -143,3 +143,16 @@ func ids(prefix string, n int) []string {
 	}
 	return out
 }
+
+// listened returns a channel that receives once r's LISTEN connection is
+// up (and again after each reconnect, if the last one was read).
+func listened(r *publisher.Relay) <-chan struct{} {
+	c := make(chan struct{}, 1)
+	publisher.SetListening(r, func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	})
+	return c
+}

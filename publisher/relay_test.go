@@ -895,14 +895,8 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute // only notifications wake it
-	listening := make(chan struct{}, 1)
 	r := publisher.NewRelay(pool, ns.JS, opts)
-	publisher.SetListening(r, func() {
-		select {
-		case listening <- struct{}{}:
-		default:
-		}
-	})
+	listening := listened(r)
 	runRelay(t, r)
 	<-listening
 	hookbridgetest.Eventually(t, 10*time.Second, "the start-up round", func() bool { return claims.n.Load() >= 1 })
@@ -939,13 +933,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	opts := fastOpts()
 	opts.PollInterval = time.Minute // only notifications, or going again, wake it
 	r := publisher.NewRelay(db.Pool, ns.JS, opts)
-	listening := make(chan struct{}, 1)
-	publisher.SetListening(r, func() {
-		select {
-		case listening <- struct{}{}:
-		default:
-		}
-	})
+	listening := listened(r)
 	atGate, gate, other := make(chan struct{}), make(chan struct{}), make(chan pgx.Tx, 1)
 	var gateOnce, otherOnce sync.Once
 	publisher.SetBeforePublish(r, func(id string) error {
@@ -1023,13 +1011,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 	opts := fastOpts()
 	opts.PollInterval = time.Minute
 	r := publisher.NewRelay(db.Pool, ns.JS, opts)
-	listening := make(chan struct{}, 1)
-	publisher.SetListening(r, func() {
-		select {
-		case listening <- struct{}{}:
-		default:
-		}
-	})
+	listening := listened(r)
 	runRelay(t, r)
 	<-listening
 	time.Sleep(300 * time.Millisecond) // its rounds so far found head-2 blocked

@@ -83,9 +83,9 @@ var active struct {
 // function waits for that goroutine to end. When the last tuner in the
 // process ends it restores the percent the first one found.
 func Start(ctx context.Context, headroom uint64, interval time.Duration) (wait func()) {
-	set := func() int { return debug.SetGCPercent(Percent(read("/gc/heap/live:bytes"), headroom)) }
+	percent := func() int { return Percent(read("/gc/heap/live:bytes"), headroom) }
 	active.Lock()
-	if prev := set(); active.runs == 0 {
+	if prev := debug.SetGCPercent(percent()); active.runs == 0 {
 		active.saved = prev
 	}
 	active.runs++
@@ -107,8 +107,11 @@ func Start(ctx context.Context, headroom uint64, interval time.Duration) (wait f
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				p := percent()
 				active.Lock()
-				set()
+				if uint64(p) != read("/gc/gogc:percent") { // the live heap seldom moves it
+					debug.SetGCPercent(p)
+				}
 				active.Unlock()
 			}
 		}

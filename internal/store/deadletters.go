@@ -129,16 +129,7 @@ func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, k Messag
 // LockDeadLetter locks the consumer's unresolved dead letter of the
 // message k until tx ends; it reports whether there was one.
 func LockDeadLetter(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
-	rows, err := tx.Query(ctx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
-	if err != nil {
-		return false, err
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	rows.Close()
-	return n > 0, rows.Err()
+	return returnsRows(ctx, tx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
 }
 
 // NoteDeadLetterError sets the last error of the consumer's unresolved

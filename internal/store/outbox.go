@@ -284,16 +284,7 @@ func PageOutbox(ctx context.Context, q Querier, status string, before int64, lim
 // attempts reset, and wakes the relays; it reports whether the row was
 // dead.
 func RequeueOutbox(ctx context.Context, q Querier, id int64) (bool, error) {
-	rows, err := q.Query(ctx, sqlOutboxRequeue, id)
-	if err != nil {
-		return false, err
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	rows.Close()
-	return n > 0, rows.Err()
+	return returnsRows(ctx, q, sqlOutboxRequeue, id)
 }
 
 // OutboxState is the relay state of one outbox row.

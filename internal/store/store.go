@@ -96,3 +96,19 @@ func Cutoff(ctx context.Context, q Querier, us int64) (t time.Time, err error) {
 }
 
 var sqlCutoff = load("cutoff.sql")
+
+// returnsRows runs a statement that returns the rows it locked or changed
+// and reports whether there was any. Every row is read, so the statement
+// has run to its end when it returns.
+func returnsRows(ctx context.Context, q Querier, sql string, args ...any) (bool, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return false, err
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	rows.Close()
+	return n > 0, rows.Err()
+}
