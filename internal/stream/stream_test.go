@@ -76,3 +76,23 @@ func TestStreamConfigs(t *testing.T) {
 		t.Fatalf("EVENTS = %+v", e)
 	}
 }
+
+func TestConsumerOfDurable(t *testing.T) {
+	for _, c := range []struct {
+		durable   string
+		consumer  string
+		partition int
+	}{
+		{"orders", "orders", -1},
+		{PartitionDurable("orders", 3), "orders", 3},
+		{"orders~p12", "orders", 12},
+		{"orders~px", "", -1},
+		{"a.b", "", -1},
+		{"~p01", "", -1},
+	} {
+		got, p := ConsumerOfDurable(c.durable)
+		if got != c.consumer || p != c.partition {
+			t.Errorf("ConsumerOfDurable(%q) = %q, %d; want %q, %d", c.durable, got, p, c.consumer, c.partition)
+		}
+	}
+}
