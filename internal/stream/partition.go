@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -185,4 +186,31 @@ func ServerAtLeast(v, min string) bool {
 		}
 	}
 	return true
+}
+
+// The members of keyed consumers (which instances run each one) live in
+// a key-value bucket of their own, in memory: entries expire after the
+// TTL, so a member that died leaves the list by itself, and losing the
+// bucket with a NATS restart costs one heartbeat.
+const (
+	MembersBucket = "hookbridge_members"
+	// MembersStream is the bucket's stream, as JetStream names it.
+	MembersStream = "KV_" + MembersBucket
+)
+
+// MembersSubject is the bucket subject of a member of consumer ("" member:
+// the prefix of all of them).
+func MembersSubject(consumer, member string) string {
+	return "$KV." + MembersBucket + "." + consumer + "." + member
+}
+
+// MembersConfig is the members bucket's configuration.
+func MembersConfig(ttl time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
+		Bucket:      MembersBucket,
+		Description: "hookbridge: the instances running each keyed consumer",
+		TTL:         ttl,
+		History:     1,
+		Storage:     jetstream.MemoryStorage,
+	}
 }
