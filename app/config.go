@@ -135,14 +135,14 @@ func (s StreamsConfig) PartitionsOrDefault() int {
 
 // SourceConfig declares one webhook sender.
 type SourceConfig struct {
-	Name        string        `yaml:"name"`
-	Scheme      string        `yaml:"scheme"`
-	Secrets     stringList    `yaml:"secrets"`
-	SecretEnv   stringList    `yaml:"secret_env"`
-	SecretFile  stringList    `yaml:"secret_file"`
-	Tolerance   time.Duration `yaml:"tolerance"`
-	EventID     *FieldConfig  `yaml:"event_id"`
-	EventType   *FieldConfig  `yaml:"event_type"`
+	Name       string        `yaml:"name"`
+	Scheme     string        `yaml:"scheme"`
+	Secrets    stringList    `yaml:"secrets"`
+	SecretEnv  stringList    `yaml:"secret_env"`
+	SecretFile stringList    `yaml:"secret_file"`
+	Tolerance  time.Duration `yaml:"tolerance"`
+	EventID    *FieldConfig  `yaml:"event_id"`
+	EventType  *FieldConfig  `yaml:"event_type"`
 	// OrderingKey says where the entity an event is about is named, or
 	// "none"; unset: the scheme's default (bridge.DefaultOrderingKey).
 	OrderingKey *KeyConfig `yaml:"ordering_key"`

@@ -260,7 +260,7 @@ type result struct {
 	// unkeyed marks a delivery of a source with an ordering key that
 	// carried none: it was published without order.
 	unkeyed bool
-	err    error  // the underlying failure of a 5xx, for the log line
+	err     error // the underlying failure of a 5xx, for the log line
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
