@@ -47,14 +47,17 @@ type Options struct {
 	MaxDeliver int
 	// Prefetch is how many messages one pull asks for (default 2 ×
 	// Concurrency × BatchSize, at least 128): enough to hide the pull
-	// round trip. Pulled messages are always taken off the connection at
-	// once, so the consumer's buffer is bounded by MaxAckPending (and 64
-	// MiB of bodies), not by Prefetch; messages waiting in it get
-	// in-progress acks every AckWait/3.
+	// round trip. Pulled messages are taken off the connection at once
+	// into the consumer's own queue, which holds at most Prefetch of them
+	// (and 64 MiB of bodies); messages waiting in it get in-progress acks
+	// every AckWait/3. So one instance holds at most [Options.Held]
+	// unacked messages.
 	Prefetch int
-	// MaxAckPending caps unacked messages in flight, buffered ones
-	// included (default: room for the prefetch and a batch per worker, at
-	// least 1000).
+	// MaxAckPending caps unacked messages in flight across every instance
+	// (default: three instances' worth of [Options.Held], at least 1000).
+	// It must stay well above what one instance holds: the messages a
+	// member held when it died come back only after AckWait, and until
+	// then they count against this cap for everyone.
 	MaxAckPending int
 	// HandlerTimeout bounds one batch's transaction (default 30s).
 	HandlerTimeout time.Duration
@@ -132,9 +135,10 @@ func (o *Options) setDefaults() error {
 		o.Prefetch = 2 * o.Concurrency * o.BatchSize
 	}
 	if o.MaxAckPending <= 0 {
-		// Below the buffer plus the batches in flight the server would
-		// stop delivering before the buffer is full.
-		o.MaxAckPending = max(1000, o.Prefetch+o.Concurrency*o.BatchSize)
+		// Room for three instances' holdings: a member that dies (or
+		// hangs) keeps its share until AckWait, and the others go on
+		// with theirs in the meantime.
+		o.MaxAckPending = max(1000, 3*o.Held())
 	}
 	if o.HandlerTimeout <= 0 {
 		o.HandlerTimeout = 30 * time.Second
@@ -149,6 +153,14 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("consumer %s: partitions %d out of 0-%d", o.Name, o.Partitions, stream.MaxPartitions)
 	}
 	return nil
+}
+
+// Held is the most unacked messages one instance of the consumer holds at
+// once: what its pull iterator has asked for, its queue, and the batches
+// being applied.
+func (o *Options) Held() int {
+	prefetch := max(o.Prefetch, minPullWindow)
+	return 2*prefetch + o.Concurrency*o.BatchSize
 }
 
 // FilterSubjects are the HOOKS subjects the consumer receives.

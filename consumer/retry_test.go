@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -209,8 +210,9 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 	})
 }
 
-// terminator kills every backend of the test database (but its own) every
-// interval until stopped, and counts the backends it killed.
+// terminator kills every backend of the test database (but its own)
+// every so often (a random interval between two bounds) until stopped,
+// and counts the backends it killed.
 type terminator struct {
 	stop   chan struct{}
 	done   sync.WaitGroup
@@ -218,7 +220,7 @@ type terminator struct {
 	rounds atomic.Int64
 }
 
-func terminateBackends(t *testing.T, db *hookbridgetest.Database, interval time.Duration) *terminator {
+func terminateBackends(t *testing.T, db *hookbridgetest.Database, minInterval, maxInterval time.Duration) *terminator {
 	t.Helper()
 	admin, err := pgx.Connect(context.Background(), hookbridgetest.AdminURL())
 	if err != nil {
@@ -229,13 +231,11 @@ func terminateBackends(t *testing.T, db *hookbridgetest.Database, interval time.
 	go func() {
 		defer tm.done.Done()
 		defer admin.Close(context.Background())
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
 		for {
 			select {
 			case <-tm.stop:
 				return
-			case <-tick.C:
+			case <-time.After(minInterval + rand.N(maxInterval-minInterval+1)):
 			}
 			var n int64
 			err := admin.QueryRow(context.Background(), `
@@ -262,11 +262,13 @@ func (tm *terminator) halt() {
 	tm.done.Wait()
 }
 
-// Backends of the test database are terminated every 100 ms while 1,000
-// orders are published, for at least 6 s and until events have been
-// applied under the storm (progress, not a rate: a loaded machine may
-// apply a few a second under it; the storm gives up, failing, after 2
-// minutes without one). After the storm every event is applied exactly
+// Backends of the test database are terminated every 50–400 ms (at
+// random) while 1,000 orders are published, for at least 6 s and until
+// events have been applied under the storm (progress, not a rate: a
+// loaded machine may apply a few a second under it, and none at all if
+// every transaction takes longer than the gap between two rounds, hence
+// the random gaps; the storm gives up, failing, after 2 minutes without
+// one). After the storm every event is applied exactly
 // once and nothing is dead-lettered, although max_deliver is only 2. The
 // storm is bounded in time, not by the work: a slow machine makes the
 // test take longer, never fail.
@@ -285,7 +287,7 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 		opts.Logger = slog.New(logs)
 		startConsumer(t, db, ns, bs, opts)
 
-		tm := terminateBackends(t, db, 100*time.Millisecond)
+		tm := terminateBackends(t, db, 50*time.Millisecond, 400*time.Millisecond)
 		stormEnds := time.Now().Add(storm)
 		for i := range n {
 			id := fmt.Sprintf("o%04d", i)
