@@ -52,7 +52,9 @@ const errCodeStorageExceeded jetstream.ErrorCode = 10047
 // that (see [EnsureKeepingMessages]), and returns the byte bound it set
 // (-1: none). A default bound the server has not the storage for (its
 // size was not known: an external server without account limits) is
-// halved until the server takes it, down to [MinDefaultHooksMaxBytes].
+// halved until the server takes it, down to [MinDefaultHooksMaxBytes];
+// below that HOOKS has no bound of its own, and the server's store
+// refuses new messages when it is full.
 func EnsureHooks(ctx context.Context, js jetstream.JetStream, o Options) (jetstream.Stream, int64, error) {
 	bound := o.HooksMaxBytes()
 	shrink := o.MaxBytes == 0 // the default, not the operator's choice
@@ -60,10 +62,12 @@ func EnsureHooks(ctx context.Context, js jetstream.JetStream, o Options) (jetstr
 		cfg := HooksConfig(o)
 		cfg.MaxBytes = bound
 		s, err := EnsureKeepingMessages(ctx, js, cfg)
-		if err == nil || !shrink || !storageExceeded(err) || bound/2 < MinDefaultHooksMaxBytes {
+		if err == nil || !shrink || !storageExceeded(err) || bound < 0 {
 			return s, bound, err
 		}
-		bound /= 2
+		if bound /= 2; bound < MinDefaultHooksMaxBytes {
+			bound = -1
+		}
 	}
 }
 

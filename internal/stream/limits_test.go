@@ -221,6 +221,11 @@ func TestDefaultHooksBoundFitsTheServer(t *testing.T) {
 	if got := s.CachedInfo().Config.MaxBytes; got != bound {
 		t.Fatalf("HOOKS max bytes %d, want %d", got, bound)
 	}
+	// A store too small even for the smallest default: no bound of its
+	// own, the store's refusals bound it.
+	if _, bound, err := stream.EnsureHooks(ctx, smallStoreServer(t, 1<<20), stream.Options{}); err != nil || bound != -1 {
+		t.Fatalf("default bound on a 1 MiB store: %d, %v; want -1 (none)", bound, err)
+	}
 }
 
 // TestHooksUpgradeInPlaceKeepsMessages updates a HOOKS created with the
