@@ -41,30 +41,6 @@ func listConsumers(ctx context.Context, hooks jetstream.Stream) ([]*jetstream.Co
 	return out, nil
 }
 
-// orphaned reports whether ci is a durable on HOOKS that belongs to no
-// configured consumer: neither a consumer's own durable nor one of its
-// partition durables. Ephemeral consumers (replays, look-ups) are not
-// durables and go by themselves.
-func orphaned(ci *jetstream.ConsumerInfo, configured []string) bool {
-	if ci.Config.Durable == "" || strings.HasPrefix(ci.Name, replayConsumerPrefix) {
-		return false
-	}
-	owner, _ := stream.ConsumerOfDurable(ci.Name)
-	return owner == "" || !slices.Contains(configured, owner)
-}
-
-// orphanNames are the orphaned durables among consumers, sorted.
-func orphanNames(consumers []*jetstream.ConsumerInfo, configured []string) []string {
-	out := []string{}
-	for _, ci := range consumers {
-		if orphaned(ci, configured) {
-			out = append(out, ci.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // floorCache remembers, per consumer, where the first message after its
 // ack floor that matches its filter was found (or how far none was), so
 // that the stream is searched again only past that, or when the ack

@@ -238,7 +238,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	checks = append(checks, s.consumerChecks()...)
 	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
-		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound}
+		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
 	}

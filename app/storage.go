@@ -99,6 +99,7 @@ func (g *storeGuard) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.watchDurables(ctx, consumers)
 	var refused error
 	if g.refused != nil {
 		refused = g.refused()

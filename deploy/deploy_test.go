@@ -40,6 +40,7 @@ func exported(t *testing.T) map[string]bool {
 	reg.RelayBatch(1, 1, time.Millisecond)
 	reg.StreamState("HOOKS", 1, -1, false)
 	reg.HooksTrimmed(1)
+	reg.OrphanedDurables([]string{"gone"})
 	consumers := metrics.NewConsumerCollector([]string{"orders"}, func(context.Context, string) (metrics.ConsumerState, error) {
 		return metrics.ConsumerState{Pending: 1}, nil
 	}, 0)
@@ -204,6 +205,8 @@ func TestAlertRules(t *testing.T) {
 		"hookbridge_outbox_oldest_pending_age_seconds", // outbox oldest pending age
 		"5xx",          // ingress 5xx
 		"relay failed", // relay failures
+		"hookbridge_stream_hooks_orphaned_durables", // a durable that pins HOOKS
+		"hookbridge_stream_max_bytes",               // HOOKS filling with unapplied messages
 	} {
 		if used[need] == "" {
 			t.Errorf("no alert covers %s", need)

@@ -104,3 +104,53 @@ func atLeast(v string, major, minor int) bool {
 	}
 	return ma > major || (ma == major && mi >= minor)
 }
+
+// DeleteResult is the durable [Ops.DeleteDurable] removed, as it was.
+type DeleteResult struct {
+	Name string `json:"name"`
+	// AckFloorSeq is the HOOKS sequence it had acked up to; Pending and
+	// AckPending what it had not received or acked yet.
+	AckFloorSeq uint64 `json:"ack_floor_seq"`
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+}
+
+// DeleteDurable deletes a durable on HOOKS that no configured consumer
+// owns: an orphan (status lists them), which keeps every message it has
+// not acked in HOOKS for good. It refuses a configured consumer's durable
+// and its partition durables (serve would make it again, from the
+// stream's first message), a consumer that is not durable (a replay's
+// goes by itself), and a durable a client pulls from (a serve whose
+// configuration names it, say).
+func (o *Ops) DeleteDurable(ctx context.Context, name string) (DeleteResult, error) {
+	if owner, _ := stream.ConsumerOfDurable(name); owner != "" {
+		if _, err := o.Consumer(owner); err == nil {
+			return DeleteResult{}, fmt.Errorf("%s is the durable of configured consumer %s; take the consumer out of the configuration first: %w",
+				name, owner, ErrInvalid)
+		}
+	}
+	if o.JS == nil {
+		return DeleteResult{}, errNoJetStream
+	}
+	c, err := o.JS.Consumer(ctx, stream.Hooks, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return DeleteResult{}, fmt.Errorf("no consumer %s on %s: %w", name, stream.Hooks, ErrNotFound)
+	} else if err != nil {
+		return DeleteResult{}, fmt.Errorf("consumer %s: %w", name, err)
+	}
+	ci := c.CachedInfo()
+	switch {
+	case ci.Config.Durable == "":
+		return DeleteResult{}, fmt.Errorf("%s is not a durable consumer; it goes by itself when unused: %w", name, ErrInvalid)
+	case ci.NumWaiting > 0:
+		return DeleteResult{}, fmt.Errorf("a client pulls from %s (%d waiting requests): a running serve whose configuration names it? Stop it first: %w",
+			name, ci.NumWaiting, ErrNotApplied)
+	}
+	if err := o.JS.DeleteConsumer(ctx, stream.Hooks, name); err != nil {
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return DeleteResult{}, fmt.Errorf("no consumer %s on %s: %w", name, stream.Hooks, ErrNotFound)
+		}
+		return DeleteResult{}, fmt.Errorf("delete %s: %w", name, err)
+	}
+	return DeleteResult{Name: name, AckFloorSeq: ci.AckFloor.Stream, Pending: ci.NumPending, AckPending: ci.NumAckPending}, nil
+}
