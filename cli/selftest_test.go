@@ -137,6 +137,26 @@ func TestSelftestCommandPassesAgainstServe(t *testing.T) {
 		t.Fatalf("selftest exit code %d, want 0\n%s\n%s", code, out, errOut)
 	}
 	r := decodeSelftest(t, out)
+	// The dead letter and the conflict the run makes on purpose are kept
+	// under its run id, resolved: not among the operator's unresolved ones.
+	if r.Resolved != (selftest.Resolved{DeadLetters: 1, Conflicts: 1}) {
+		t.Errorf("the run resolved %+v, want its one dead letter and one conflict", r.Resolved)
+	}
+	for q, n := range map[string]int{
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE consumer = 'hookbridge_selftest'":                                  1,
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE resolved_at IS NULL":                                               0,
+		"SELECT count(*) FROM hookbridge.conflicts WHERE source = 'hookbridge_selftest'":                                       1,
+		"SELECT count(*) FROM hookbridge.conflicts WHERE resolved_at IS NULL":                                                  0,
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE resolution = 'selftest' AND resolution_note LIKE '%' || $1 || '%'": 1,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, r.RunID)
+		}
+		if got := d.db.Count(t, q, args...); got != n {
+			t.Errorf("after a run: %s = %d, want %d", q, got, n)
+		}
+	}
 	want := []struct {
 		name string
 		c    selftest.Counters // inbox, effects, conflicts, dead letters
@@ -180,7 +200,7 @@ func TestSelftestCommandPassesAgainstServe(t *testing.T) {
 	t.Logf("selftest --cleanup:\n%s", out)
 	// Serve runs the self-test and pulls from its durable: --cleanup keeps it.
 	for _, line := range []string{"1 first-delivery", "8 duplicate-publish", "all 8 checks hold", "removed run st",
-		"durable kept: a client pulls from hookbridge_selftest"} {
+		"resolved what the run made on purpose: 1 dead letter(s), 1 conflict(s)", "durable kept: a client pulls from hookbridge_selftest"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("text report lacks %q:\n%s", line, out)
 		}

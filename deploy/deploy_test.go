@@ -186,6 +186,11 @@ func TestAlertRules(t *testing.T) {
 			for _, m := range names {
 				used[m] = r.Alert
 			}
+			// The self-test dead-letters an event and meets a conflict on
+			// purpose at every run: those are not the operator's.
+			if strings.Contains(r.Expr, "hookbridge_consumer_events_total") && !strings.Contains(r.Expr, `consumer!="hookbridge_selftest"`) {
+				t.Errorf("%s: counts the self-test's consumer too; add consumer!=\"hookbridge_selftest\"", r.Alert)
+			}
 			if strings.Contains(r.Expr, `outcome="dead_lettered"`) {
 				used["dead_lettered"] = r.Alert
 			}
