@@ -65,3 +65,18 @@ func TestPausedPastMaxAgeLosesNothing(t *testing.T) {
 		return streamInfo(t, srv.JetStream(), stream.Hooks).State.Msgs == 0
 	})
 }
+
+// TestHooksDefaultBoundIsHalfTheStore: without streams.max_bytes, HOOKS
+// takes half the embedded server's store as its byte bound; EVENTS has
+// none of its own.
+func TestHooksDefaultBoundIsHalfTheStore(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t, testConfig(t, ordersHandlers(), nil), ordersHandlers(), RoleIngress)
+	store := srv.embedded.JetStreamConfig().MaxStore
+	if got, want := streamInfo(t, srv.JetStream(), stream.Hooks).Config.MaxBytes, int64(stream.HooksStoreShare*float64(store)); got != want || want <= 0 {
+		t.Fatalf("HOOKS max bytes %d, want %d (half the store of %d)", got, want, store)
+	}
+	if got := streamInfo(t, srv.JetStream(), stream.Events).Config.MaxBytes; got != -1 {
+		t.Fatalf("EVENTS max bytes %d, want none", got)
+	}
+}

@@ -159,19 +159,21 @@ func (s *Server) streamOptions() stream.Options {
 // 0 when it does not say: the embedded server's store limit (which
 // nats-server sets to 75% of the disk's free space at start), else the
 // account's storage limit (an external server without account limits
-// says nothing). HOOKS's default byte bound is a share of it.
-func (s *Server) readStoreMax(ctx context.Context) (int64, error) {
+// says nothing, and a user may not be allowed to ask). HOOKS's default
+// byte bound is a share of it.
+func (s *Server) readStoreMax(ctx context.Context) int64 {
 	if s.embedded != nil {
 		if c := s.embedded.JetStreamConfig(); c != nil && c.MaxStore > 0 {
-			return c.MaxStore, nil
+			return c.MaxStore
 		}
-		return 0, nil
+		return 0
 	}
 	ai, err := s.js.AccountInfo(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("jetstream account info: %w", err)
+		s.log.Debug("jetstream account info unavailable; HOOKS's default byte bound does not know the store's size", "err", err)
+		return 0
 	}
-	return max(ai.Limits.MaxStore, 0), nil
+	return max(ai.Limits.MaxStore, 0)
 }
 
 // Addr is the HTTP listen address once Run has started listening.
@@ -348,11 +350,7 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		storeMax, err := s.readStoreMax(actx)
-		if err != nil {
-			return struct{}{}, err
-		}
-		s.storeMax = storeMax
+		s.storeMax = s.readStoreMax(actx)
 		// The three at once: an unanswered create then costs one timeout,
 		// not one per stream.
 		o := s.streamOptions()
@@ -368,7 +366,7 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 				return err
 			})
 		}
-		err = p.Wait()
+		err := p.Wait()
 		var apiErr *jetstream.APIError
 		// "No suitable peers for placement" is a 400 too, but on a cluster
 		// that is still forming (not every node has joined the meta group
