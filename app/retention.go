@@ -56,17 +56,16 @@ type floorProbe struct {
 
 // retentionFloor is the lowest retention floor of consumers (up to
 // lastSeq, HOOKS's last sequence read before the consumers were) and the
-// consumer holding it. It is an error when there is no consumer, or a
-// configured consumer has no durable yet: then nothing is applied.
+// consumer holding it. It is an error when there is no consumer, or one
+// of the durables the configuration needs (each consumer's own and its
+// partition durables) does not exist yet: then nothing is applied.
 func retentionFloor(ctx context.Context, hooks jetstream.Stream, cache floorCache, consumers []*jetstream.ConsumerInfo,
-	configured []string, lastSeq uint64) (uint64, string, error) {
+	needed []string, lastSeq uint64) (uint64, string, error) {
 	seen := map[string]bool{}
 	for _, ci := range consumers {
-		if owner, _ := stream.ConsumerOfDurable(ci.Name); owner != "" {
-			seen[owner] = true
-		}
+		seen[ci.Name] = true
 	}
-	for _, name := range configured {
+	for _, name := range needed {
 		if !seen[name] {
 			return 0, "", fmt.Errorf("durable consumer %s does not exist yet", name)
 		}

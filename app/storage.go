@@ -44,8 +44,10 @@ type storeGuard struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 	m   *metrics.Registry
-	// consumers are the durable consumers this deployment configures: until
-	// each exists, nothing is trimmed (its messages are all unapplied).
+	// consumers are the durables this deployment configures (each
+	// consumer's own and its partition durables): until each exists,
+	// nothing is trimmed (its messages are all unapplied). A durable that
+	// maps to none of their consumers is an orphan (orphans.go).
 	consumers []string
 	// refused, when set, reports why the ingress's publishes are being
 	// refused for storage or limit reasons (nil while they are not): the

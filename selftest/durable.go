@@ -30,8 +30,10 @@ func (r Removal) String() string {
 	return fmt.Sprintf("deleted durable %v from %s (and the self-test's %d messages there)", r.Deleted, stream.Hooks, r.Purged)
 }
 
-// hooksSubjects are the subjects of the self-test's deliveries in HOOKS.
-const hooksSubjects = stream.HooksRoot + "." + Source + ".>"
+// hooksSubjects are the subjects of the self-test's deliveries in HOOKS:
+// its source has no ordering key, but one configured would put them on
+// partition subjects.
+var hooksSubjects = []string{stream.HooksRoot + "." + Source + ".>", stream.HooksKeyedRoot + ".*." + Source + ".>"}
 
 // RemoveDurable deletes the self-test consumer's durables from HOOKS.
 // Once serve no longer runs the self-test, such a durable would keep
@@ -81,16 +83,18 @@ func RemoveDurable(ctx context.Context, js jetstream.JetStream) (Removal, error)
 // purgeHooks purges the self-test's messages from HOOKS and returns how
 // many there were.
 func purgeHooks(ctx context.Context, hooks jetstream.Stream) (uint64, error) {
-	info, err := hooks.Info(ctx, jetstream.WithSubjectFilter(hooksSubjects))
-	if err != nil {
-		return 0, fmt.Errorf("selftest: stream %s: %w", stream.Hooks, err)
-	}
 	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	if err := hooks.Purge(ctx, jetstream.WithPurgeSubject(hooksSubjects)); err != nil {
-		return 0, fmt.Errorf("selftest: purge %s from %s: %w", hooksSubjects, stream.Hooks, err)
+	for _, subj := range hooksSubjects {
+		info, err := hooks.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return n, fmt.Errorf("selftest: stream %s: %w", stream.Hooks, err)
+		}
+		for _, c := range info.State.Subjects {
+			n += c
+		}
+		if err := hooks.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+			return n, fmt.Errorf("selftest: purge %s from %s: %w", subj, stream.Hooks, err)
+		}
 	}
 	return n, nil
 }
