@@ -313,7 +313,9 @@ func TestServeWithoutTheSelftestRemovesItsDurable(t *testing.T) {
 		t.Fatalf("selftest exit code %d\n%s\n%s", code, out, errOut)
 	}
 	ctx := context.Background()
-	for _, name := range []string{stream.PartitionDurable("orders", 1), "gone"} {
+	// A partition durable serve does not make (beyond the configured
+	// partitions) still belongs to orders.
+	for _, name := range []string{stream.PartitionDurable("orders", 99), "gone"} {
 		if _, err := d.ns.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +341,7 @@ func TestServeWithoutTheSelftestRemovesItsDurable(t *testing.T) {
 	if len(info.State.Subjects) != 0 {
 		t.Fatalf("self-test messages left in HOOKS: %v", info.State.Subjects)
 	}
-	for _, name := range []string{"orders", stream.PartitionDurable("orders", 1), "gone"} {
+	for _, name := range []string{"orders", stream.PartitionDurable("orders", 99), "gone"} {
 		if _, err := d.ns.JS.Consumer(ctx, stream.Hooks, name); err != nil {
 			t.Errorf("durable %s: %v, want it kept", name, err)
 		}
