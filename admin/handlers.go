@@ -273,7 +273,8 @@ func (h *Handler) deleteDurable(w http.ResponseWriter, r *http.Request) error {
 		h.audit(r, "consumer.delete", "consumer/"+name, "failed", "err", errtext.Short(err.Error()))
 		return err
 	}
-	h.audit(r, "consumer.delete", "consumer/"+name, "deleted", "ack_floor_seq", res.AckFloorSeq, "pending", res.Pending, "ack_pending", res.AckPending)
+	h.audit(r, "consumer.delete", "consumer/"+name, "deleted", "durables", res.Deleted, "ack_floor_seq", res.AckFloorSeq,
+		"pending", res.Pending, "ack_pending", res.AckPending)
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -79,10 +81,36 @@ type ConsumerStatus struct {
 	// an operator paused the consumer (nats-server 2.11 and later).
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	Paused       bool   `json:"paused"`
-	// Orphaned marks a durable on HOOKS no configured consumer owns.
+	// Orphaned marks a consumer on HOOKS that no configured consumer is:
+	// its durables (its own and its partitions') are orphans.
 	Orphaned bool `json:"orphaned"`
+	// Partitions are the durables of a keyed consumer's partitions; the
+	// counts above include theirs. Members are the instances serving
+	// them, each with its partitions and their backlog.
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Members    []MemberStatus    `json:"members,omitempty"`
 
-	durable bool
+	// own: the consumer's own durable is on the stream (not only its
+	// partitions', and not an ephemeral consumer).
+	own bool
+}
+
+// PartitionStatus is one partition durable of a keyed consumer.
+type PartitionStatus struct {
+	Partition     int    `json:"partition"`
+	NumPending    uint64 `json:"num_pending"`
+	NumAckPending int    `json:"num_ack_pending"`
+	AckFloor      uint64 `json:"ack_floor"`
+	// Pinned says whether an instance holds the partition's pin now.
+	Pinned bool `json:"pinned"`
+}
+
+// MemberStatus is one instance serving a keyed consumer's partitions.
+type MemberStatus struct {
+	consumer.Member
+	// Backlog is the messages of its partitions not yet applied
+	// (pending and unacked): its lag.
+	Backlog uint64 `json:"backlog"`
 }
 
 // OutboxStatus summarises hookbridge.outbox.
@@ -117,11 +145,18 @@ func (st *Status) ApplyConfig(cfg Config) {
 	for i := range st.Consumers {
 		c := &st.Consumers[i]
 		owner, _ := stream.ConsumerOfDurable(c.Name)
-		c.Orphaned = c.Stream == stream.Hooks && c.durable && (owner == "" || !slices.Contains(configured, owner))
-		if c.Orphaned {
+		c.Orphaned = c.Stream == stream.Hooks && (c.own || len(c.Partitions) > 0) && (owner == "" || !slices.Contains(configured, owner))
+		if !c.Orphaned {
+			continue
+		}
+		if c.own {
 			st.OrphanedDurables = append(st.OrphanedDurables, c.Name)
 		}
+		for _, p := range c.Partitions {
+			st.OrphanedDurables = append(st.OrphanedDurables, stream.PartitionDurable(c.Name, p.Partition))
+		}
 	}
+	slices.Sort(st.OrphanedDurables)
 	for i := range st.Streams {
 		if st.Streams[i].Name == stream.Hooks {
 			st.Streams[i].MaxAgeSeconds = (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge().Seconds()
@@ -187,14 +222,19 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err != nil {
 		return fmt.Errorf("list consumers of %s: %w", streamName, err)
 	}
+	partitions := map[string][]*jetstream.ConsumerInfo{}
 	for _, ci := range consumers {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
+			continue
+		}
+		if owner, p := stream.ConsumerOfDurable(ci.Name); streamName == stream.Hooks && p >= 0 {
+			partitions[owner] = append(partitions[owner], ci)
 			continue
 		}
 		cs := ConsumerStatus{
 			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
 			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
-			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused, durable: ci.Config.Durable != "",
+			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused, own: ci.Config.Durable != "",
 		}
 		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
 			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {
@@ -203,6 +243,7 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 		st.Consumers = append(st.Consumers, cs)
 	}
+	st.foldPartitions(ctx, js, streamName, partitions)
 	if streamName == stream.Hooks {
 		if floor, _, err := retentionFloor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
 			for i := range st.Streams {
@@ -213,6 +254,45 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 	}
 	return nil
+}
+
+// foldPartitions adds the partition durables of each keyed consumer to
+// the consumer's own status, with the members serving them.
+func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, streamName string, partitions map[string][]*jetstream.ConsumerInfo) {
+	for owner, infos := range partitions {
+		i := slices.IndexFunc(st.Consumers, func(c ConsumerStatus) bool { return c.Stream == streamName && c.Name == owner })
+		if i < 0 {
+			st.Consumers = append(st.Consumers, ConsumerStatus{Stream: streamName, Name: owner})
+			i = len(st.Consumers) - 1
+		}
+		cs := &st.Consumers[i]
+		backlog := map[int]uint64{}
+		for _, ci := range infos {
+			_, p := stream.ConsumerOfDurable(ci.Name)
+			ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
+			for _, g := range ci.PriorityGroups {
+				ps.Pinned = ps.Pinned || g.PinnedClientID != ""
+			}
+			cs.Partitions = append(cs.Partitions, ps)
+			cs.NumPending += ci.NumPending
+			cs.NumAckPending += ci.NumAckPending
+			cs.NumRedelivered += ci.NumRedelivered
+			cs.Paused = cs.Paused || ci.Paused
+			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
+		}
+		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
+		members, err := consumer.Members(ctx, js, owner)
+		if err != nil {
+			continue // the partitions are shown; who serves them is not known now
+		}
+		for _, m := range members {
+			ms := MemberStatus{Member: m}
+			for _, p := range m.Partitions {
+				ms.Backlog += backlog[p]
+			}
+			cs.Members = append(cs.Members, ms)
+		}
+	}
 }
 
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hookbridge/hookbridge/ops"
@@ -224,7 +225,7 @@ type ConsumersCmd struct {
 
 // ConsumersDeleteCmd deletes one orphaned durable.
 type ConsumersDeleteCmd struct {
-	Name string `arg:"" help:"Durable name (status lists orphaned ones); a configured consumer's is refused."`
+	Name string `arg:"" help:"Durable name, or a consumer's name for its own and its partition durables (status lists orphaned ones); a configured consumer's are refused."`
 	JSON bool   `help:"Print JSON."`
 	natsFlags
 	allFlags
@@ -244,8 +245,8 @@ func (c *ConsumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		if c.JSON {
 			return writeJSON(rt.stdout, res)
 		}
-		fmt.Fprintf(rt.stdout, "deleted durable %s from HOOKS (it had acked up to seq %d; %d messages not received, %d not acked)\n",
-			res.Name, res.AckFloorSeq, res.Pending, res.AckPending)
+		fmt.Fprintf(rt.stdout, "deleted %s from HOOKS (acked up to seq %d; %d messages not received, %d not acked)\n",
+			strings.Join(res.Deleted, ", "), res.AckFloorSeq, res.Pending, res.AckPending)
 		return nil
 	})
 }

@@ -23,7 +23,8 @@ func TestOrphanedDurablesShownAndDeleted(t *testing.T) {
 	t.Parallel()
 	_, ns, flags := opsEnv(t)
 	ctx := context.Background()
-	for _, name := range []string{"orders", stream.PartitionDurable("orders", 1), "old_orders", "pulled"} {
+	keyed := []string{stream.PartitionDurable("old_keyed", 0), stream.PartitionDurable("old_keyed", 1)} // partitions only
+	for _, name := range append([]string{"orders", stream.PartitionDurable("orders", 1), "old_orders", "pulled"}, keyed...) {
 		if _, err := ns.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 			t.Fatal(err)
 		}
@@ -51,11 +52,11 @@ func TestOrphanedDurablesShownAndDeleted(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out)
 	}
-	if !slices.Equal(st.OrphanedDurables, []string{"old_orders", "pulled"}) {
-		t.Fatalf("orphaned durables %v, want [old_orders pulled]", st.OrphanedDurables)
+	if want := append(slices.Clone(keyed), "old_orders", "pulled"); !slices.Equal(st.OrphanedDurables, want) {
+		t.Fatalf("orphaned durables %v, want %v", st.OrphanedDurables, want)
 	}
 	for _, c := range st.Consumers {
-		if want := c.Name == "old_orders" || c.Name == "pulled"; c.Orphaned != want {
+		if want := c.Name == "old_orders" || c.Name == "pulled" || c.Name == "old_keyed"; c.Orphaned != want {
 			t.Errorf("consumer %s: orphaned %v, want %v", c.Name, c.Orphaned, want)
 		}
 	}
@@ -78,7 +79,13 @@ func TestOrphanedDurablesShownAndDeleted(t *testing.T) {
 	if err != nil || !strings.Contains(out, `"name": "old_orders"`) {
 		t.Fatalf("delete old_orders: %v\n%s", err, out)
 	}
-	for name, want := range map[string]bool{"old_orders": false, "orders": true, stream.PartitionDurable("orders", 1): true, "pulled": true} {
+	// A consumer's name takes its partition durables along.
+	out, err = runOps(t, append([]string{"consumers", "delete", "old_keyed"}, flags...)...)
+	if err != nil || !strings.Contains(out, "deleted "+strings.Join(keyed, ", ")+" from HOOKS") {
+		t.Fatalf("delete old_keyed: %v\n%s", err, out)
+	}
+	for name, want := range map[string]bool{"old_orders": false, "orders": true, stream.PartitionDurable("orders", 1): true, "pulled": true,
+		keyed[0]: false, keyed[1]: false} {
 		_, err := ns.JS.Consumer(ctx, stream.Hooks, name)
 		if got := err == nil; got != want {
 			t.Errorf("durable %s exists: %v, want %v (err %v)", name, got, want, err)
