@@ -9,12 +9,11 @@ import (
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/ops"
 )
 
 // TestPausedPastMaxAgeLosesNothing: "accepted means kept" does not end at
-// max_age. A consumer is paused (each of its durables: the demo source
-// is keyed, so its partition durables receive the orders), deliveries
-// are answered 202, and the
+// max_age. A consumer is paused, deliveries are answered 202, and the
 // pause lasts past max_age (2 s here): HOOKS keeps every message, and
 // after the resume every one is applied (rows counted). Then, applied and
 // older than max_age, they are trimmed: age is the horizon of applied
@@ -31,26 +30,16 @@ func TestPausedPastMaxAgeLosesNothing(t *testing.T) {
 	srv := startFastGuard(t, cfg)
 	hookbridgetest.Eventually(t, 30*time.Second, "serve ready", func() bool { return readyStatus(t, srv.addr, "") == http.StatusOK })
 	ctx := context.Background()
-	want := 1 + cfg.ConsumerPartitions(&cfg.Consumers[0]) // its own durable and its partitions'
-	var durables []string
+	// The demo source is keyed: orders reads it through partition durables,
+	// which the pause takes along once serve has made them all.
+	want := 1 + cfg.ConsumerPartitions(&cfg.Consumers[0])
 	hookbridgetest.Eventually(t, 30*time.Second, "every durable of orders made", func() bool {
-		durables = ordersDurables(t, srv)
-		return len(durables) == want
+		return len(ordersDurables(t, srv)) == want
 	})
-	pause := func(on bool) {
-		for _, name := range durables {
-			var err error
-			if on {
-				_, err = srv.JetStream().PauseConsumer(ctx, stream.Hooks, name, time.Now().Add(time.Hour))
-			} else {
-				_, err = srv.JetStream().ResumeConsumer(ctx, stream.Hooks, name)
-			}
-			if err != nil {
-				t.Fatalf("pause %s (%v): %v", name, on, err)
-			}
-		}
+	o := &ops.Ops{Pool: db.Pool, JS: srv.JetStream(), Consumers: OpsConsumers(cfg, ordersHandlers())}
+	if _, err := o.Pause(ctx, "orders", time.Time{}); err != nil {
+		t.Fatal(err)
 	}
-	pause(true)
 	var ids []string
 	for i := range n {
 		id := fmt.Sprintf("paused-%d", i)
@@ -69,7 +58,9 @@ func TestPausedPastMaxAgeLosesNothing(t *testing.T) {
 	if got := db.Count(t, "SELECT count(*) FROM demo.orders"); got != 0 {
 		t.Fatalf("paused, yet %d orders applied", got)
 	}
-	pause(false)
+	if _, err := o.Resume(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
 	hookbridgetest.Eventually(t, 60*time.Second, "every accepted delivery applied after the resume", func() bool {
 		return db.Count(t, "SELECT count(*) FROM demo.orders") >= n
 	})
