@@ -56,7 +56,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	h, err := admin.New(admin.Options{
 		Ops: o, Token: apiToken, Logger: slog.New(slog.NewJSONHandler(&syncWriter{w: &logBuf}, nil)),
 		Status: func(ctx context.Context) (admin.Status, error) {
-			return app.ReadAdminStatus(ctx, db.Pool, ns.JS, nil)
+			return app.ReadAdminStatus(ctx, cfg, db.Pool, ns.JS, nil)
 		},
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
@@ -516,7 +517,8 @@ func TestConsoleInBrowser(t *testing.T) {
 // reason (kept, marked, nothing applied) and find it again with the
 // resolved filter; requeue a dead outbox row (the relay then publishes
 // it to EVENTS); pause a consumer (an event sent meanwhile stays
-// unapplied) and resume it (the event applies).
+// unapplied) and resume it (the event applies); delete an orphaned
+// durable.
 func TestConsoleActionsInBrowser(t *testing.T) {
 	chrome := chromiumPath(t)
 	var fixed atomic.Bool // never set: the broken order stays broken
@@ -599,6 +601,26 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-p'") == 1
 	})
 	b.shot("consumer-resumed")
+
+	// An orphaned durable (a consumer taken out of the configuration) is
+	// marked, with a card; Delete asks once more, then removes it.
+	if _, err := s.js.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: "old_orders", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	orow = `#ov-consumers tr[data-consumer="old_orders"]`
+	b.until("the orphan on the overview", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("orphaned") && document.getElementById("ov-orphans") !== null`, orow))
+	b.shot("orphaned-durable")
+	b.do("delete it", chromedp.Click(css(orow+" button")))
+	b.until("the delete armed", fmt.Sprintf(`document.querySelector(%q).textContent === "Confirm delete"`, orow+" button"))
+	if _, err := s.js.JS.Consumer(ctx, stream.Hooks, "old_orders"); err != nil {
+		t.Fatalf("one click deleted old_orders: %v", err)
+	}
+	b.do("confirm", chromedp.Click(css(orow+" button")))
+	b.until("the delete reported", `document.getElementById("flash").textContent.startsWith("Durable old_orders deleted")`)
+	b.until("the orphan gone", fmt.Sprintf(`document.querySelector(%q) === null && document.getElementById("ov-orphans") === null`, orow))
+	if _, err := s.js.JS.Consumer(ctx, stream.Hooks, "old_orders"); err == nil {
+		t.Fatal("old_orders still on HOOKS after the delete")
+	}
 
 	// A token that stops working (rotated on the server) sends the
 	// operator back to the login form with the reason, and is forgotten.

@@ -18,6 +18,9 @@ type Status struct {
 	DeadLettersByConsumer map[string]int64 `json:"dead_letters_by_consumer"`
 	Conflicts             int64            `json:"conflicts"`
 	ConflictsUnresolved   int64            `json:"conflicts_unresolved"`
+	// OrphanedDurables are the durables on HOOKS no configured consumer
+	// owns; they keep every message they have not acked in HOOKS.
+	OrphanedDurables []string `json:"orphaned_durables"`
 	// Ready is the instance's readiness (what /readyz answers).
 	Ready bool `json:"ready"`
 	// JetStreamError says why streams and consumers are missing.
@@ -45,6 +48,8 @@ type ConsumerStatus struct {
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	AckFloorSeq  uint64 `json:"ack_floor_seq"`
 	Paused       bool   `json:"paused"`
+	// Orphaned marks a durable on HOOKS no configured consumer owns.
+	Orphaned bool `json:"orphaned"`
 }
 
 // OutboxStatus counts the outbox rows.

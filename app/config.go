@@ -39,7 +39,7 @@ func (c *Config) InboxRetentionOrDefault() time.Duration {
 	if c.InboxRetention != nil {
 		return *c.InboxRetention
 	}
-	return max(DefaultInboxRetention, stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge)
+	return max(DefaultInboxRetention, (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge())
 }
 
 // DefaultAdminAddr is the admin listener's address when none is set:
@@ -116,8 +116,13 @@ type TracingConfig struct {
 type StreamsConfig struct {
 	Replicas        int           `yaml:"replicas"`
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	MaxAge          time.Duration `yaml:"max_age"`
-	MaxBytes        int64         `yaml:"max_bytes"`
+	// MaxAge is how long HOOKS keeps an applied message (0: 3 days); an
+	// unapplied one stays until every consumer has applied it.
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytes bounds HOOKS (0: half the JetStream store, see
+	// stream.Options.HooksMaxBytes) and EVENTS (0: unlimited); -1 leaves
+	// both unbounded.
+	MaxBytes int64 `yaml:"max_bytes"`
 	// Partitions spreads the keyed messages (sources with an ordering
 	// key) over this many partitions (default stream.DefaultPartitions).
 	// It is recorded on HOOKS when the stream is created or first
@@ -466,7 +471,7 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	if retention < 0 {
 		bad("inbox_retention", "must not be negative (0 keeps inbox rows)")
 	}
-	if maxAge := stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge; retention > 0 && retention < maxAge {
+	if maxAge := (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge(); retention > 0 && retention < maxAge {
 		// A message still in HOOKS can be redelivered or replayed; without
 		// its inbox row it would be applied a second time.
 		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", retention, maxAge)

@@ -65,6 +65,11 @@ type Server struct {
 	failure atomic.Pointer[error]
 	// guardInterval is how often the storage guard looks (0: every 5s).
 	guardInterval time.Duration
+	// storeMax is the JetStream storage the server gives this deployment
+	// (0: not known), hooksBound the byte bound HOOKS got (-1: none); both
+	// are set by ensureStreams.
+	storeMax   int64
+	hooksBound int64
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -146,8 +151,30 @@ func (s *Server) streamOptions() stream.Options {
 		DuplicateWindow: s.cfg.Streams.DuplicateWindow,
 		MaxAge:          s.cfg.Streams.MaxAge,
 		MaxBytes:        s.cfg.Streams.MaxBytes,
+		StoreMax:        s.storeMax,
 		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
 	}
+}
+
+// readStoreMax is the JetStream storage the server gives this deployment,
+// 0 when it does not say: the embedded server's store limit (which
+// nats-server sets to 75% of the disk's free space at start), else the
+// account's storage limit (an external server without account limits
+// says nothing, and a user may not be allowed to ask). HOOKS's default
+// byte bound is a share of it.
+func (s *Server) readStoreMax(ctx context.Context) int64 {
+	if s.embedded != nil {
+		if c := s.embedded.JetStreamConfig(); c != nil && c.MaxStore > 0 {
+			return c.MaxStore
+		}
+		return 0
+	}
+	ai, err := s.js.AccountInfo(ctx)
+	if err != nil {
+		s.log.Debug("jetstream account info unavailable; HOOKS's default byte bound does not know the store's size", "err", err)
+		return 0
+	}
+	return max(ai.Limits.MaxStore, 0)
 }
 
 // Addr is the HTTP listen address once Run has started listening.
@@ -216,7 +243,8 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		}
 	}
 	checks = append(checks, s.consumerChecks()...)
-	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval}
+	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
+		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
 	}
@@ -290,7 +318,8 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if needsDB {
 		workers.Go(s.runDatabaseRoles) // its parts report their own failures
 	}
-	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription())
+	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription(),
+		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -341,11 +370,17 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		s.storeMax = s.readStoreMax(actx)
 		// The three at once: an unanswered create then costs one timeout,
 		// not one per stream.
 		o := s.streamOptions()
 		p := pool.New().WithErrors()
-		for _, cfg := range []jetstream.StreamConfig{stream.HooksConfig(o), stream.ConflictsConfig(o), stream.EventsConfig(o)} {
+		p.Go(func() error {
+			_, bound, err := stream.EnsureHooks(actx, s.js, o)
+			s.hooksBound = bound
+			return err
+		})
+		for _, cfg := range []jetstream.StreamConfig{stream.ConflictsConfig(o), stream.EventsConfig(o)} {
 			p.Go(func() error {
 				_, err := stream.Ensure(actx, s.js, cfg)
 				return err

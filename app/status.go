@@ -32,13 +32,19 @@ type Status struct {
 	Conflicts   int64            `json:"conflicts"`
 	// ConflictsUnresolved counts the conflicts nobody resolved yet.
 	ConflictsUnresolved int64 `json:"conflicts_unresolved"`
+	// OrphanedDurables are the durables on HOOKS that no configured
+	// consumer owns (see [Status.ApplyConfig]): they keep every message
+	// they have not acked in HOOKS until deleted (`hookbridge consumers
+	// delete NAME`).
+	OrphanedDurables []string `json:"orphaned_durables"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
 
 // StreamStatus is one stream. FirstTime is how far back a replay reaches:
-// messages leave by max_age, and HOOKS is also trimmed below the lowest
-// ack floor of its consumers when its space runs short.
+// HOOKS's messages leave once every consumer has applied them and they
+// are older than max_age, or sooner when its space runs short; the other
+// streams' leave by max_age.
 type StreamStatus struct {
 	Name      string    `json:"name"`
 	Messages  uint64    `json:"messages"`
@@ -47,14 +53,16 @@ type StreamStatus struct {
 	LastSeq   uint64    `json:"last_seq"`
 	FirstTime time.Time `json:"first_time"`
 	LastTime  time.Time `json:"last_time"`
-	// MaxBytes is the byte limit (-1: none), MaxAgeSeconds the age limit.
+	// MaxBytes is the byte limit (-1: none), MaxAgeSeconds the age limit
+	// (HOOKS: the age from which applied messages are deleted).
 	MaxBytes      int64   `json:"max_bytes"`
 	MaxAgeSeconds float64 `json:"max_age_seconds"`
 	// Full says why the stream refuses its next message ("" while it has
 	// room; a full server store shows only in the ingress's answers).
 	Full string `json:"full,omitempty"`
-	// LowestAckFloor (HOOKS) is the lowest ack floor of its consumers:
-	// messages up to it are acked by all and would be trimmed first.
+	// LowestAckFloor (HOOKS) is the lowest retention floor of its
+	// consumers: every consumer has acked, or will never receive, the
+	// messages up to it, which are trimmed first.
 	LowestAckFloor *uint64 `json:"lowest_ack_floor,omitempty"`
 }
 
@@ -73,11 +81,18 @@ type ConsumerStatus struct {
 	// an operator paused the consumer (nats-server 2.11 and later).
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	Paused       bool   `json:"paused"`
+	// Orphaned marks a consumer on HOOKS that no configured consumer is:
+	// its durables (its own and its partitions') are orphans.
+	Orphaned bool `json:"orphaned"`
 	// Partitions are the durables of a keyed consumer's partitions; the
 	// counts above include theirs. Members are the instances serving
 	// them, each with its partitions and their backlog.
 	Partitions []PartitionStatus `json:"partitions,omitempty"`
 	Members    []MemberStatus    `json:"members,omitempty"`
+
+	// own: the consumer's own durable is on the stream (not only its
+	// partitions', and not an ephemeral consumer).
+	own bool
 }
 
 // PartitionStatus is one partition durable of a keyed consumer.
@@ -113,7 +128,40 @@ const replayConsumerPrefix = "hookbridge_replay_"
 // NewStatus is an empty overview whose lists encode as [] rather than
 // null in JSON.
 func NewStatus() Status {
-	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}}
+	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, OrphanedDurables: []string{}}
+}
+
+// ApplyConfig compares what JetStream holds with cfg: it marks the
+// durables on HOOKS that no consumer of cfg owns (a consumer owns its
+// own durable and its partition durables), and gives HOOKS the age
+// horizon cfg sets, which the storage guard applies (HOOKS has no
+// JetStream max age).
+func (st *Status) ApplyConfig(cfg Config) {
+	var configured []string
+	for _, cc := range cfg.Consumers {
+		configured = append(configured, cc.Name)
+	}
+	st.OrphanedDurables = []string{}
+	for i := range st.Consumers {
+		c := &st.Consumers[i]
+		owner, _ := stream.ConsumerOfDurable(c.Name)
+		c.Orphaned = c.Stream == stream.Hooks && (c.own || len(c.Partitions) > 0) && (owner == "" || !slices.Contains(configured, owner))
+		if !c.Orphaned {
+			continue
+		}
+		if c.own {
+			st.OrphanedDurables = append(st.OrphanedDurables, c.Name)
+		}
+		for _, p := range c.Partitions {
+			st.OrphanedDurables = append(st.OrphanedDurables, stream.PartitionDurable(c.Name, p.Partition))
+		}
+	}
+	slices.Sort(st.OrphanedDurables)
+	for i := range st.Streams {
+		if st.Streams[i].Name == stream.Hooks {
+			st.Streams[i].MaxAgeSeconds = (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge().Seconds()
+		}
+	}
 }
 
 // ReadPostgres fills the outbox, dead-letter and conflict counts.
@@ -169,9 +217,13 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
-	list := s.ListConsumers(ctx)
+	lastSeq := s.CachedInfo().State.LastSeq // read before the consumers: see retentionFloor
+	consumers, err := listConsumers(ctx, s)
+	if err != nil {
+		return fmt.Errorf("list consumers of %s: %w", streamName, err)
+	}
 	partitions := map[string][]*jetstream.ConsumerInfo{}
-	for ci := range list.Info() {
+	for _, ci := range consumers {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
 			continue
 		}
@@ -182,7 +234,7 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		cs := ConsumerStatus{
 			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
 			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
-			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused,
+			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused, own: ci.Config.Durable != "",
 		}
 		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
 			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {
@@ -191,12 +243,9 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 		st.Consumers = append(st.Consumers, cs)
 	}
-	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return fmt.Errorf("list consumers of %s: %w", streamName, err)
-	}
 	st.foldPartitions(ctx, js, streamName, partitions)
 	if streamName == stream.Hooks {
-		if floor, _, err := lowestAckFloor(ctx, s, s.CachedInfo().State.LastSeq, nil); err == nil {
+		if floor, _, err := retentionFloor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
 			for i := range st.Streams {
 				if st.Streams[i].Name == stream.Hooks {
 					st.Streams[i].LowestAckFloor = &floor

@@ -119,7 +119,7 @@ type CLI struct {
 	Conflicts   ConflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
 	Outbox      OutboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
 	Events      EventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
-	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer."`
+	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer; delete a durable no configured consumer owns."`
 	Version     VersionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
 	Selftest    SelftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
 	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`

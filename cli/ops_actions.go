@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hookbridge/hookbridge/ops"
@@ -214,10 +215,40 @@ func (c *EventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 	})
 }
 
-// ConsumersCmd pauses and resumes consumers.
+// ConsumersCmd pauses and resumes consumers, and deletes orphaned
+// durables.
 type ConsumersCmd struct {
 	Pause  ConsumersPauseCmd  `cmd:"" help:"Pause a consumer's deliveries (JetStream consumer pause, nats-server 2.11+); messages wait in HOOKS."`
 	Resume ConsumersResumeCmd `cmd:"" help:"Resume a paused consumer."`
+	Delete ConsumersDeleteCmd `cmd:"" help:"Delete a durable on HOOKS that no configured consumer owns (status marks it orphaned); it keeps every message it has not acked in HOOKS."`
+}
+
+// ConsumersDeleteCmd deletes one orphaned durable.
+type ConsumersDeleteCmd struct {
+	Name string `arg:"" help:"Durable name, or a consumer's name for its own and its partition durables (status lists orphaned ones); a configured consumer's are refused."`
+	JSON bool   `help:"Print JSON."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `consumers delete`.
+func (c *ConsumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		res, err := o.DeleteDurable(ctx, c.Name)
+		if err != nil {
+			return fmt.Errorf("consumers delete: %w", err)
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, res)
+		}
+		fmt.Fprintf(rt.stdout, "deleted %s from HOOKS (acked up to seq %d; %d messages not received, %d not acked)\n",
+			strings.Join(res.Deleted, ", "), res.AckFloorSeq, res.Pending, res.AckPending)
+		return nil
+	})
 }
 
 // ConsumersPauseCmd pauses one consumer.

@@ -30,6 +30,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		if jsErr == nil {
 			jsErr = st.ReadJetStream(ctx, js)
 			closeNATS()
+			st.ApplyConfig(cfg)
 		}
 		if jsErr != nil {
 			st.JetStreamError = jsErr.Error()
@@ -73,7 +74,8 @@ func printStatus(w io.Writer, st *app.Status) error {
 				fmt.Fprintf(w, "%s REFUSES NEW MESSAGES: %s\n", s.Name, s.Full)
 			}
 			if s.LowestAckFloor != nil {
-				fmt.Fprintf(w, "%s: every consumer has acked up to seq %d; when space runs short, serve trims below it and replays then reach back to seq %d\n",
+				fmt.Fprintf(w, "%s: no consumer needs a message up to seq %d (each acked it or will never receive it); "+
+					"serve trims below it what is older than the max age, or sooner when space runs short; replays then reach back to seq %d\n",
 					s.Name, *s.LowestAckFloor, max(*s.LowestAckFloor+1, s.FirstSeq))
 			}
 		}
@@ -88,11 +90,18 @@ func printStatus(w io.Writer, st *app.Status) error {
 			if c.Paused {
 				name += " (paused)"
 			}
+			if c.Orphaned {
+				name += " (orphaned)"
+			}
 			t.row(c.Stream, name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
 				fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		for _, name := range st.OrphanedDurables {
+			fmt.Fprintf(w, "ORPHANED: durable %s on HOOKS belongs to no configured consumer; HOOKS keeps every message it has not acked. "+
+				"Remove it with `hookbridge consumers delete %s`\n", name, name)
 		}
 		fmt.Fprintln(w)
 	}

@@ -412,6 +412,9 @@
       }),
       card("Outbox pending", num(ob.pending), { id: "ov-outbox-pending", sub: "oldest " + duration(ob.oldest_pending_age_seconds) }),
       card("Outbox dead", num(ob.dead), { id: "ov-outbox-dead", href: "#/outbox", alert: ob.dead > 0 }),
+      (st.orphaned_durables || []).length ? card("Orphaned durables", num(st.orphaned_durables.length), {
+        id: "ov-orphans", alert: true, sub: "keep HOOKS from being trimmed",
+      }) : null,
     );
 
     refresh($("ov-consumers"), table(null, [
@@ -422,14 +425,13 @@
       { label: "Applied", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].acked) },
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
-      { label: "State", cell: (c) => c.paused ? badge("paused", "warn") : badge("running", "ok") },
-      { label: "Action", cell: (c) => !operated(c) ? el("span", { class: "hint", text: "internal" }) : el("button", {
-        type: "button", class: "small secondary", "data-consumer": c.name,
-        "aria-label": (c.paused ? "Resume " : "Pause ") + c.name,
-        text: c.paused ? "Resume" : "Pause",
-        onclick: (ev) => pauseResume(ev.currentTarget, c.name, !c.paused),
-      }) },
+      { label: "State", cell: consumerState },
+      { label: "Action", cell: consumerAction },
     ], st.consumers, "No consumers are configured.", (c) => ({ "data-consumer": c.name })));
+    refresh($("ov-orphans-hint"), (st.orphaned_durables || []).length ? el("p", { class: "hint" },
+      "An orphaned durable belongs to no configured consumer (one taken out of the configuration). HOOKS keeps every message " +
+      "it has not acked, so nothing after it is ever trimmed and the stream fills. Delete it once you are sure no consumer " +
+      "will come back under that name.") : null);
 
     refresh($("ov-streams"), table(null, [
       { label: "Stream", cell: (s) => el("strong", { text: s.name }) },
@@ -447,6 +449,56 @@
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
     refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
+  }
+
+  function consumerState(c) {
+    if (c.orphaned) return badge("orphaned", "bad");
+    return c.paused ? badge("paused", "warn") : badge("running", "ok");
+  }
+
+  // armedDelete is the orphaned durable whose Delete was clicked once: the
+  // second click deletes it. It survives the overview's refreshes.
+  let armedDelete = null;
+
+  function consumerAction(c) {
+    if (c.orphaned) {
+      const armed = armedDelete === c.name;
+      return el("button", {
+        type: "button", class: "small " + (armed ? "danger" : "secondary"), "data-durable": c.name,
+        "aria-label": (armed ? "Confirm: delete durable " : "Delete durable ") + c.name,
+        text: armed ? "Confirm delete" : "Delete",
+        onclick: (ev) => armed ? deleteDurable(ev.currentTarget, c.name) : armDelete(ev.currentTarget, c.name),
+      });
+    }
+    if (!operated(c)) return el("span", { class: "hint", text: "internal" });
+    return el("button", {
+      type: "button", class: "small secondary", "data-consumer": c.name,
+      "aria-label": (c.paused ? "Resume " : "Pause ") + c.name,
+      text: c.paused ? "Resume" : "Pause",
+      onclick: (ev) => pauseResume(ev.currentTarget, c.name, !c.paused),
+    });
+  }
+
+  function armDelete(button, name) {
+    armedDelete = name;
+    button.textContent = "Confirm delete";
+    button.className = "small danger";
+    button.setAttribute("aria-label", "Confirm: delete durable " + name);
+    button.onclick = () => deleteDurable(button, name);
+  }
+
+  async function deleteDurable(button, name) {
+    button.disabled = true;
+    armedDelete = null;
+    try {
+      const r = await post("consumers/" + encodeURIComponent(name) + "/delete", {});
+      flash("Durable " + r.name + " deleted (it had acked up to seq " + num(r.ack_floor_seq) + ").");
+      previous = null;
+      if (current === "overview") drawOverview(await get("status"), { consumers: {}, streams: {} });
+    } catch (e) {
+      flash("Could not delete " + name + ": " + errText(e), "error");
+      button.disabled = false;
+    }
   }
 
   async function pauseResume(button, name, pause) {
@@ -467,7 +519,7 @@
   // consumers (the conflict recorder reads HOOKS_CONFLICTS) are shown but
   // offer no action.
   function operated(c) {
-    return c.stream === "HOOKS";
+    return c.stream === "HOOKS" && !c.orphaned;
   }
 
   let consumerNames = [];
