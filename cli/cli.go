@@ -38,7 +38,11 @@ type Globals struct {
 
 // ConfigFlag is the configuration file.
 type ConfigFlag struct {
-	Config string `help:"YAML configuration file." env:"HOOKBRIDGE_CONFIG" type:"path"`
+	// Not kong's env mapping: kong takes a variable set to "" as a value
+	// (and resolves that path to the working directory); [Globals.Load]
+	// reads HOOKBRIDGE_CONFIG through the same environment as every other
+	// variable, where empty means unset.
+	Config string `help:"YAML configuration file (env HOOKBRIDGE_CONFIG)." type:"path"`
 }
 
 // HTTPAddrFlag is the webhook listener.
@@ -125,8 +129,21 @@ type CLI struct {
 	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
 }
 
-// osEnv is the process's environment.
-func osEnv(key string) (string, bool) { return os.LookupEnv(key) }
+// osEnv is the process's environment, with a HOOKBRIDGE_* variable set to
+// "" taken as unset, as 12-factor tools do: `HOOKBRIDGE_CONFIG=` in a unit
+// file or a compose file then means no file, not the working directory.
+// Every HOOKBRIDGE_* variable a command reads goes through here.
+func osEnv(key string) (string, bool) { return LookupEnv(key) }
+
+// LookupEnv is the environment the command line reads (see osEnv), for a
+// program of its own that builds [Globals] (the load tool does).
+func LookupEnv(key string) (string, bool) {
+	v, ok := os.LookupEnv(key)
+	if ok && v == "" && strings.HasPrefix(key, "HOOKBRIDGE_") {
+		return "", false
+	}
+	return v, ok
+}
 
 // runtime carries what commands need.
 type runtime struct {
@@ -216,9 +233,16 @@ func runParsed(ctx context.Context, kctx *kong.Context, rt *runtime) error {
 }
 
 // Load builds the effective configuration from the flags, env and
-// handlers (see [app.Load]).
+// handlers (see [app.Load]); without --config the file is
+// HOOKBRIDGE_CONFIG's, when env has it.
 func (g *Globals) Load(env app.Env, handlers app.Handlers) (app.Config, error) {
-	return app.Load(g.Config, env, app.Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, handlers)
+	path := g.Config
+	if path == "" {
+		if v, ok := env("HOOKBRIDGE_CONFIG"); ok && v != "" {
+			path = v
+		}
+	}
+	return app.Load(path, env, app.Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, handlers)
 }
 
 func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, rt.handlers) }

@@ -66,7 +66,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rt := &runtime{handlers: builtin.Handlers(), stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv}
+	rt := &runtime{handlers: builtin.Handlers(), stdout: os.Stdout, stderr: os.Stderr, env: cli.LookupEnv}
 	if err := c.BenchCmd.Run(ctx, &c.Globals, rt); err != nil {
 		fmt.Fprintln(os.Stderr, "hookbridge-bench:", err)
 		return 1
