@@ -580,6 +580,38 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	e.mustCall(t, "GET", "/api/v1/replay/nope", nil, http.StatusNotFound, nil)
 }
 
+// A dry run marks the messages that are unresolved dead letters, which
+// the inbox alone calls new, with the dead letter and what the real run
+// does with them.
+func TestReplayDryRunNamesDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
+	_, dl := e.deadPaid(t, "p-dead", "o-missing")
+	var dry struct {
+		Summary struct {
+			ByOutcome      map[string]int `json:"by_outcome"`
+			NewDeadLetters int            `json:"new_dead_letters"`
+		} `json:"summary"`
+		Items []struct {
+			EventID      string `json:"event_id"`
+			Outcome      string `json:"outcome"`
+			DeadLetterID int64  `json:"dead_letter_id"`
+			Note         string `json:"note"`
+		} `json:"items"`
+	}
+	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders"}, http.StatusOK, &dry)
+	if dry.Summary.ByOutcome["new"] != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
+		t.Fatalf("dry run = %+v", dry)
+	}
+	if it := dry.Items[0]; it.EventID != "c1" || it.DeadLetterID != 0 || it.Note != "" {
+		t.Fatalf("item c1 = %+v", it)
+	}
+	if it := dry.Items[1]; it.EventID != "p-dead" || it.Outcome != "new" || it.DeadLetterID != dl || !strings.Contains(it.Note, "the real run applies it again") {
+		t.Fatalf("item p-dead = %+v", it)
+	}
+}
+
 func TestEventLife(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)

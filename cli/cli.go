@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -168,7 +169,6 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 	parser, err := kong.New(&cli,
 		kong.Name("hookbridge"),
 		kong.Description("Bridge verified webhooks through NATS JetStream into PostgreSQL with an exactly-once effect."),
-		kong.UsageOnError(),
 		kong.Writers(rt.stdout, rt.stderr),
 		kong.Exit(exit))
 	if err != nil {
@@ -177,7 +177,10 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 	}
 	kctx, err := parser.Parse(globalsLast(args))
 	if err != nil {
-		parser.FatalIfErrorf(err)
+		// One line that says what is wrong and where the flags are
+		// listed, not the whole help above it.
+		fmt.Fprintf(rt.stderr, "hookbridge: error: %v (see %s --help)\n", err, commandPath(err))
+		exit(2)
 		return 2
 	}
 	if err := runParsed(ctx, kctx, rt); err != nil {
@@ -185,6 +188,18 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 		return 1
 	}
 	return 0
+}
+
+// commandPath is the command a parse error is about ("hookbridge
+// replay"), or "hookbridge" when none was recognised.
+func commandPath(err error) string {
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.Context != nil {
+		if sel := perr.Context.Selected(); sel != nil {
+			return sel.FullPath()
+		}
+	}
+	return "hookbridge"
 }
 
 // globalFlags are the flags of [Globals], which every command that uses

@@ -926,6 +926,8 @@
       byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
         byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
         ". Duplicates change nothing.") : null,
+      sum.new_dead_letters ? el("p", { id: "rp-dead", class: "hint" }, el("strong", { text: num(sum.new_dead_letters) }),
+        " of the new are dead letters: Apply re-delivers them, and each fails again unless its cause was fixed.") : null,
       byType.length ? table("By event type", [
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
@@ -934,7 +936,10 @@
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
-        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" ? "ok" : i.outcome === "conflict" ? "bad" : "") : null } : null,
+        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" && !i.dead_letter_id ? "ok" : i.outcome === "conflict" || i.dead_letter_id ? "bad" : "") : null } : null,
+        items.some((i) => i.note) ? { label: "Note", cell: (i) => i.dead_letter_id
+          ? el("span", {}, link("#/dead-letters/" + encodeURIComponent(i.dead_letter_id), "dead letter " + i.dead_letter_id), i.note.replace(/^dead letter \d+/, ""))
+          : null } : null,
       ].filter((c) => c), items) : null);
     if ((sum.messages || 0) > 0) {
       replayPlan = req;
