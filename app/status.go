@@ -29,6 +29,12 @@ type Status struct {
 	Conflicts   int64            `json:"conflicts"`
 	// ConflictsUnresolved counts the conflicts nobody resolved yet.
 	ConflictsUnresolved int64 `json:"conflicts_unresolved"`
+	// Retrying are the events failing right now (the most recent failure
+	// first, at most [RetryingShown]): each is redelivered after its
+	// backoff and dead-lettered when its failures reach max_deliver.
+	// RetryingByConsumer counts them all per consumer.
+	Retrying           []store.Failure  `json:"retrying"`
+	RetryingByConsumer map[string]int64 `json:"retrying_by_consumer"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
@@ -80,6 +86,9 @@ type OutboxStatus struct {
 	OldestPendingSecond float64 `json:"oldest_pending_seconds"`
 }
 
+// RetryingShown is how many failing events the overview lists.
+const RetryingShown = 20
+
 // replayConsumerPrefix names the ephemeral consumers of running replays;
 // they are not part of the deployment's state.
 const replayConsumerPrefix = "hookbridge_replay_"
@@ -87,7 +96,7 @@ const replayConsumerPrefix = "hookbridge_replay_"
 // NewStatus is an empty overview whose lists encode as [] rather than
 // null in JSON.
 func NewStatus() Status {
-	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}}
+	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, Retrying: []store.Failure{}, RetryingByConsumer: map[string]int64{}}
 }
 
 // ReadPostgres fills the outbox, dead-letter and conflict counts.
@@ -105,6 +114,12 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
 		return err
+	}
+	if st.Retrying, err = store.ListFailures(ctx, pool, RetryingShown); err != nil {
+		return fmt.Errorf("list failing events: %w", err)
+	}
+	if st.RetryingByConsumer, err = store.FailingByConsumer(ctx, pool); err != nil {
+		return fmt.Errorf("count failing events: %w", err)
 	}
 	return nil
 }

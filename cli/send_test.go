@@ -18,11 +18,12 @@ import (
 
 // startServe runs serve with the built-in handlers on db and an embedded
 // JetStream in a directory of the test's own until the test ends, and
-// returns the ingress's address once it is ready.
-func startServe(t *testing.T, db *hookbridgetest.Database) string {
+// returns the ingress's address once it is ready, and that directory.
+func startServe(t *testing.T, db *hookbridgetest.Database) (addr, dataDir string) {
 	t.Helper()
 	handlers := builtin.Handlers()
-	cfg, err := app.Load("", noEnv, app.Overrides{DatabaseURL: db.URL, DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0"}, handlers)
+	dataDir = t.TempDir()
+	cfg, err := app.Load("", noEnv, app.Overrides{DatabaseURL: db.URL, DataDir: dataDir, HTTPAddr: "127.0.0.1:0"}, handlers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,6 @@ func startServe(t *testing.T, db *hookbridgetest.Database) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc, done := make(chan string, 1), make(chan error, 1)
 	go func() { done <- srv.Run(ctx, func(addr string) { addrc <- addr }) }()
-	var addr string
 	select {
 	case addr = <-addrc:
 	case err := <-done:
@@ -54,7 +54,7 @@ func startServe(t *testing.T, db *hookbridgetest.Database) string {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return addr
+	return addr, dataDir
 }
 
 // runMain runs the command line as Main does and returns its exit code
@@ -74,7 +74,7 @@ func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 func TestSendRepeatIsADuplicateAndExitFollowsTheAnswer(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t, orders.Migrations())
-	addr := startServe(t, db)
+	addr, _ := startServe(t, db)
 	send := func(data string) (int, string, string) {
 		return runMain(t, "send", "--http-addr", addr, "--id", "evt-repeat", "--type", orders.Created, "--data", data)
 	}
