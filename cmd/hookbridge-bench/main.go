@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/hookbridge/hookbridge/cli"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
+	"github.com/hookbridge/hookbridge/consumer"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -51,11 +53,7 @@ type runtime struct {
 // failed, 2 bad command line), as `hookbridge bench` did.
 func run(args []string) int {
 	var c command
-	parser, err := kong.New(&c,
-		kong.Name("hookbridge-bench"),
-		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
-		kong.UsageOnError(),
-		kong.Exit(func(code int) { os.Exit(code) }))
+	parser, err := newParser(&c, kong.Exit(func(code int) { os.Exit(code) }))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -74,6 +72,21 @@ func run(args []string) int {
 	return 0
 }
 
+// newParser is the command line's parser for c. The help states
+// hookbridge's defaults from the constants serve uses, so that it cannot
+// drift from them.
+func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
+		kong.Name("hookbridge-bench"),
+		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
+		kong.UsageOnError(),
+		kong.Vars{
+			"default_batch_size":  strconv.Itoa(consumer.DefaultBatchSize),
+			"default_concurrency": strconv.Itoa(consumer.DefaultConcurrency),
+		},
+	}, options...)...)
+}
+
 // BenchCmd drives load at hookbridge and measures it; see
 // docs/PERFORMANCE.md.
 type BenchCmd struct {
@@ -90,9 +103,9 @@ type BenchCmd struct {
 	Rate        float64       `help:"Events per second (open loop; latency counts from the scheduled send). 0 sends as fast as --concurrency allows."`
 	Poll        time.Duration `help:"Inbox poll interval for the end-to-end latency." default:"2ms"`
 
-	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, 1)."`
+	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, ${default_batch_size})."`
 	BatchWait           time.Duration `name:"batch-wait" help:"In-process consumer batch wait (0: hookbridge's default)."`
-	ConsumerConcurrency int           `name:"consumer-concurrency" help:"In-process consumer concurrency (0: hookbridge's default, 4)."`
+	ConsumerConcurrency int           `name:"consumer-concurrency" help:"In-process consumer concurrency (0: hookbridge's default, ${default_concurrency})."`
 	Roles               []string      `help:"In-process roles for pipeline mode." default:"all" enum:"ingress,consumer,relay,all"`
 	ServerLogLevel      string        `name:"server-log-level" help:"Log level of the in-process hookbridge (its logs go to stderr)." default:"warn" enum:"debug,info,warn,error"`
 
