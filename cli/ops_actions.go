@@ -157,7 +157,7 @@ func (c *OutboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 
 // EventsCmd follows events.
 type EventsCmd struct {
-	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome, the outbox rows it wrote."`
+	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote."`
 }
 
 // EventsShowCmd shows one event's life.
