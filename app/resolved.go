@@ -35,7 +35,7 @@ func (c Config) Resolved(handlers Handlers) (Config, error) {
 	r.Consumers = make([]ConsumerConfig, len(c.Consumers))
 	handlers = WithSelftest(c, handlers)
 	for i := range c.Consumers {
-		cc, err := c.Consumers[i].resolved(handlers)
+		cc, err := c.resolvedConsumer(c.Consumers[i], handlers)
 		if err != nil {
 			return c, err
 		}
@@ -88,17 +88,18 @@ func (s SourceConfig) resolved() SourceConfig {
 	return s
 }
 
-// resolved is the consumer with the options serve builds for it (see
+// resolvedConsumer is cc with the options serve builds for it (see
 // Server.consumers) resolved by the consumer package itself.
-func (cc ConsumerConfig) resolved(handlers Handlers) (ConsumerConfig, error) {
+func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (ConsumerConfig, error) {
 	h, err := cc.NewHandler(handlers)
 	if err != nil {
 		return cc, err
 	}
 	o, err := consumer.Options{
 		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
-		Concurrency: cc.concurrency(), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
+		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
 		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,
+		Partitions: c.ConsumerPartitions(&cc),
 	}.WithDefaults()
 	if err != nil {
 		return cc, fmt.Errorf("consumer %s: %w", cc.Name, err)

@@ -146,6 +146,7 @@ func (s *Server) streamOptions() stream.Options {
 		DuplicateWindow: s.cfg.Streams.DuplicateWindow,
 		MaxAge:          s.cfg.Streams.MaxAge,
 		MaxBytes:        s.cfg.Streams.MaxBytes,
+		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
 	}
 }
 
@@ -178,6 +179,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}
 	defer s.closeNATS()
+	if err := s.checkServerVersion(); err != nil {
+		return err
+	}
 	if err := s.ensureStreams(ctx); err != nil {
 		return err
 	}
@@ -295,6 +299,22 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	return err
 }
 
+// checkServerVersion refuses a NATS server too old for ordered
+// consumption when a source has an ordering key: partition durables are
+// built on priority groups with pinned clients (nats-server 2.11).
+func (s *Server) checkServerVersion() error {
+	keyed := s.cfg.KeyedSources()
+	if len(keyed) == 0 || !(s.roles[RoleIngress] || s.roles[RoleConsumer]) {
+		return nil
+	}
+	v := s.nc.ConnectedServerVersion()
+	if stream.ServerAtLeast(v, stream.MinOrderedServer) {
+		return nil
+	}
+	return fmt.Errorf("source %s has an ordering key: ordered consumption needs nats-server %s or later (priority groups), "+
+		"but the server is %s; upgrade NATS, or set ordering_key: none on the source", keyed[0], stream.MinOrderedServer, v)
+}
+
 // ensureStreams creates or updates the streams, retrying while JetStream
 // is not ready yet. A cluster still electing its meta leader does not
 // answer API requests at all, so each attempt has a short deadline of its
@@ -336,6 +356,9 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		// "No suitable peers for placement" is a 400 too, but on a cluster
 		// that is still forming (not every node has joined the meta group
 		// yet) it clears by itself, so it is retried like a time-out.
+		if errors.Is(err, stream.ErrPartitionsChanged) {
+			return struct{}{}, backoff.Permanent(err)
+		}
 		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest && apiErr.ErrorCode != errCodeNoSuitablePeers {
 			return struct{}{}, backoff.Permanent(err) // a configuration the server refuses
 		}
@@ -503,7 +526,7 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 		sources = append(sources, src)
 	}
 	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
-		Tracer: s.tracer()})
+		Tracer: s.tracer(), Partitions: s.cfg.Streams.PartitionsOrDefault()})
 }
 
 // poolSize is the Postgres pool's size when the URL sets none
@@ -515,8 +538,12 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 func (s *Server) poolSize() int32 {
 	n := 0
 	if s.roles[RoleConsumer] {
-		for _, cc := range s.cfg.Consumers {
-			n += cc.concurrency()
+		for i := range s.cfg.Consumers {
+			cc := &s.cfg.Consumers[i]
+			n += s.cfg.Concurrency(cc)
+			if s.cfg.ConsumerPartitions(cc) > 0 {
+				n += s.cfg.Concurrency(cc) // the partitions' batches apply besides the unkeyed ones
+			}
 		}
 	}
 	return int32(n + 4)
@@ -524,7 +551,8 @@ func (s *Server) poolSize() int32 {
 
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
 	var out []*consumer.Consumer
-	for _, cc := range s.cfg.Consumers {
+	for i := range s.cfg.Consumers {
+		cc := &s.cfg.Consumers[i]
 		h, err := cc.NewHandler(s.handlers)
 		if err != nil {
 			return nil, err
@@ -534,7 +562,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),
 			Handler:        h,
-			Concurrency:    cc.concurrency(),
+			Concurrency:    s.cfg.Concurrency(cc),
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,
 			AckWait:        cc.AckWait,
@@ -544,6 +572,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Backoff:        cc.Backoff,
 			Logger:         s.log,
 			Tracer:         s.tracer(),
+			Partitions:     s.cfg.ConsumerPartitions(cc),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)
@@ -558,8 +587,14 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 // durable on HOOKS, the storage guard trims nothing.
 func (s *Server) consumerNames() []string {
 	var out []string
-	for _, cc := range s.cfg.Consumers {
+	for i := range s.cfg.Consumers {
+		cc := &s.cfg.Consumers[i]
 		out = append(out, cc.Name)
+		// Keyed messages are acked only through the partition durables:
+		// each one must exist before anything may be trimmed.
+		for p := range s.cfg.ConsumerPartitions(cc) {
+			out = append(out, stream.PartitionDurable(cc.Name, p))
+		}
 	}
 	return out
 }

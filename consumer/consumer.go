@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -66,6 +67,14 @@ type Options struct {
 	// Tracer, when set, observes each applied batch and each dead letter
 	// (metrics, tracing); see observe.go.
 	Tracer Tracer
+
+	// Partitions is the number of partitions of HOOKS's keyed messages
+	// (stream.StreamPartitions) when one of the consumer's sources has an
+	// ordering key; 0 when none has. With partitions the consumer also
+	// reads its sources' keyed messages, through a durable per partition
+	// ("<name>~pNN"), spread over the instances that run it, and applies
+	// the events of one key in stream order (docs/DESIGN.md, "Order").
+	Partitions int
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -136,6 +145,9 @@ func (o *Options) setDefaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Partitions < 0 || o.Partitions > stream.MaxPartitions {
+		return fmt.Errorf("consumer %s: partitions %d out of 0-%d", o.Name, o.Partitions, stream.MaxPartitions)
+	}
 	return nil
 }
 
@@ -167,6 +179,8 @@ type Consumer struct {
 	r     *runner
 	gate  *intakeGate
 	apply *applier
+	// group runs the keyed messages' partitions (nil: no keyed source).
+	group *group
 }
 
 // New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
@@ -208,6 +222,9 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 		process:     c.process,
 		hold:        c.gate.wait,
 	}
+	if opts.Partitions > 0 {
+		c.group = newGroup(c, js)
+	}
 	return c, nil
 }
 
@@ -215,10 +232,27 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 func (c *Consumer) Name() string { return c.opts.Name }
 
 // Run pulls and applies messages until ctx is cancelled, then stops taking
-// new messages, finishes and acks what is in flight, and returns.
-func (c *Consumer) Run(ctx context.Context) error { return c.r.run(ctx) }
+// new messages, finishes and acks what is in flight, and returns. A
+// consumer with partitions runs its share of them alongside.
+func (c *Consumer) Run(ctx context.Context) error {
+	if c.group == nil {
+		return c.r.run(ctx)
+	}
+	var wg conc.WaitGroup
+	wg.Go(func() { c.group.run(ctx) })
+	err := c.r.run(ctx)
+	wg.Wait()
+	return err
+}
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
+	return c.processWith(ctx, c.apply, msgs)
+}
+
+// processWith applies msgs with a and returns what to tell JetStream about
+// each: ack, term (dead-lettered), nak with the backoff delay, or hold
+// (keyed: not attempted, behind an earlier failed event of its key).
+func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream.Msg) []action {
 	actions := make([]action, len(msgs))
 	evs := make([]Event, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
@@ -239,13 +273,15 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	// dead-letter row) gets its own time, or an event that ran out of time
 	// could never be dead-lettered.
 	start := time.Now()
-	results, elapsed := c.applyTraced(ctx, evs, start)
+	results, elapsed := c.applyTraced(ctx, a, evs, start)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
 		attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
 			"seq", ev.StreamSeq, "delivery", ev.NumDelivered, "outcome", res.Outcome.String(), "duration", elapsed}
 		switch {
+		case res.Outcome == Failed && isHeld(res.Err):
+			actions[i] = action{kind: hold}
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it
@@ -266,7 +302,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 // outside the handlers (theirs are caught per event) still ends the step,
 // every event failed, before it goes on to the runner, which redelivers
 // the batch: a tracer's span is never left open.
-func (c *Consumer) applyTraced(ctx context.Context, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
+func (c *Consumer) applyTraced(ctx context.Context, a *applier, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
 	tctx := c.traceApplyStart(ctx, evs)
 	ended := false
 	defer func() {
@@ -274,7 +310,7 @@ func (c *Consumer) applyTraced(ctx context.Context, evs []Event, start time.Time
 			c.traceApplyEnd(tctx, make([]Result, len(evs)), time.Since(start)) // the zero Result is Failed
 		}
 	}()
-	results = c.apply.apply(tctx, evs)
+	results = a.apply(tctx, evs)
 	elapsed = time.Since(start)
 	ended = true
 	c.traceApplyEnd(tctx, results, elapsed)

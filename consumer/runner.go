@@ -26,6 +26,9 @@ const (
 	ack actionKind = iota
 	nak
 	term
+	// hold: not attempted, behind an earlier event of its ordering key
+	// that failed (keyed consumption only, see keyed.go).
+	hold
 )
 
 // runner pulls from one durable consumer, groups messages into batches and
@@ -370,7 +373,12 @@ func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg, stopPr
 // for a free worker nor a slow handler gets it redelivered to another
 // worker in the meantime.
 func (r *runner) keepInProgress(msgs []jetstream.Msg) (stop func()) {
-	interval := r.progressInterval()
+	return keepInProgress(msgs, r.progressInterval())
+}
+
+// keepInProgress sends an in-progress ack for each of msgs every interval
+// until stop is called.
+func keepInProgress(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

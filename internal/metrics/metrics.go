@@ -33,6 +33,7 @@ type Registry struct {
 	ingressRequests *prometheus.CounterVec
 	verifyFailures  *prometheus.CounterVec
 	ingressPublish  *prometheus.HistogramVec
+	ingressUnkeyed  *prometheus.CounterVec
 
 	consumerEvents *prometheus.CounterVec
 	applySeconds   *prometheus.HistogramVec
@@ -73,6 +74,10 @@ func New() *Registry {
 		Help:    "Time from the ingress's publish to HOOKS until JetStream's PubAck, every retry included, by result (stored, duplicate, error).",
 		Buckets: latencyBuckets,
 	}, []string{"result"})
+	r.ingressUnkeyed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "ingress", Name: "unkeyed_total",
+		Help: "Accepted deliveries of a source with an ordering key that carried no key, published without order, by source. A steady count usually means a wrong ordering_key pointer or header.",
+	}, []string{"source"})
 	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "events_total",
 		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, failed (rolled back, will be retried or dead-lettered), dead_lettered.",
@@ -115,7 +120,7 @@ func New() *Registry {
 	})
 
 	r.reg.MustRegister(
-		r.ingressRequests, r.verifyFailures, r.ingressPublish,
+		r.ingressRequests, r.verifyFailures, r.ingressPublish, r.ingressUnkeyed,
 		r.consumerEvents, r.applySeconds, r.batchSize,
 		r.relayPublish, r.relayRows,
 		r.streamBytes, r.streamMaxBytes, r.streamFull, r.hooksTrimmed,
@@ -152,6 +157,12 @@ func (r *Registry) IngressRequest(source string, status int, verifyReason string
 	if verifyReason != "" {
 		r.verifyFailures.WithLabelValues(source, verifyReason).Inc()
 	}
+}
+
+// IngressUnkeyed counts one accepted delivery that its source's ordering
+// key did not name.
+func (r *Registry) IngressUnkeyed(source string) {
+	r.ingressUnkeyed.WithLabelValues(source).Inc()
 }
 
 // IngressPublish records one publish to HOOKS, with all its attempts,

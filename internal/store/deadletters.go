@@ -23,6 +23,8 @@ var (
 	sqlDeadLettersPage       = load("dead_letters_page.sql")
 	sqlDeadLetterDiscard     = load("dead_letter_discard.sql")
 	sqlDeadLettersForEvent   = load("dead_letters_for_event.sql")
+	sqlDeadLetterPassed      = load("dead_letter_passed.sql")
+	sqlDeadLettersUnpassed   = load("dead_letters_unpassed.sql")
 	sqlFailuresForEvent      = load("failures_for_event.sql")
 	sqlFailuresList          = load("failures_list.sql")
 	sqlFailuresByConsumer    = load("failures_by_consumer.sql")
@@ -46,6 +48,13 @@ type DeadLetter struct {
 	Resolution string     `json:"resolution,omitempty"`
 	// ResolutionNote is the reason an operator gave when discarding.
 	ResolutionNote string `json:"resolution_note,omitempty"`
+	// OrderingKey is the event's ordering key ("" for an unkeyed event).
+	OrderingKey string `json:"ordering_key,omitempty"`
+	// PassedAt is when a later event of the same key was applied (nil:
+	// none yet); PassedByEvent and PassedBySeq name the first one.
+	PassedAt      *time.Time `json:"passed_at,omitempty"`
+	PassedByEvent string     `json:"passed_by_event,omitempty"`
+	PassedBySeq   uint64     `json:"passed_by_seq,omitempty"`
 }
 
 // InsertDeadLetter inserts d (LastError as given) and deletes the
@@ -60,7 +69,37 @@ func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
 	}
 	_, err := q.Exec(ctx, sqlDeadLetterInsert,
 		d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
-		d.Reason, d.LastError, body)
+		d.Reason, d.LastError, body, d.OrderingKey)
+	return err
+}
+
+// KeyedDeadLetter is an unresolved dead letter of a keyed event.
+type KeyedDeadLetter struct {
+	MessageKey
+	OrderingKey string
+}
+
+// UnpassedDeadLetters are consumer's unresolved dead letters of keyed
+// events that no later event of their key has passed yet.
+func UnpassedDeadLetters(ctx context.Context, q Querier, consumer string) ([]KeyedDeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLettersUnpassed, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (KeyedDeadLetter, error) {
+		var d KeyedDeadLetter
+		var seq int64
+		err := row.Scan(&d.Source, &d.EventID, &seq, &d.OrderingKey)
+		d.StreamSeq = uint64(seq)
+		return d, err
+	})
+}
+
+// MarkDeadLetterPassed records on the dead letter of message k that the
+// later event laterID (stream sequence laterSeq) of its ordering key was
+// applied; only the first such event is kept.
+func MarkDeadLetterPassed(ctx context.Context, q Querier, consumer string, k MessageKey, laterID string, laterSeq uint64) error {
+	_, err := q.Exec(ctx, sqlDeadLetterPassed, consumer, k.Source, k.EventID, int64(k.StreamSeq), laterID, int64(laterSeq))
 	return err
 }
 
@@ -108,10 +147,11 @@ func GetDeadLetter(ctx context.Context, q Querier, id int64) (DeadLetter, error)
 
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	var d DeadLetter
-	var seq int64
+	var seq, passedSeq int64
 	err := row.Scan(&d.ID, &d.Consumer, &d.Source, &d.EventID, &d.EventType, &d.Subject, &seq, &d.Deliveries,
-		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution, &d.ResolutionNote)
-	d.StreamSeq = uint64(seq)
+		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution, &d.ResolutionNote,
+		&d.OrderingKey, &d.PassedAt, &d.PassedByEvent, &passedSeq)
+	d.StreamSeq, d.PassedBySeq = uint64(seq), uint64(passedSeq)
 	if len(d.Body) == 0 {
 		d.Body = nil
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 // Stream names and subject roots.
 const (
-	// Hooks holds verified incoming webhooks, subjects "hooks.<source>.<type>".
+	// Hooks holds verified incoming webhooks, subjects "hooks.<source>.<type>"
+	// and, for sources with an ordering key, "hookp.<partition>.<source>.<type>"
+	// (partition.go).
 	Hooks = "HOOKS"
 	// HooksRoot is the first subject token of [Hooks].
 	HooksRoot = "hooks"
@@ -150,6 +153,16 @@ type Options struct {
 	DuplicateWindow time.Duration // 0 = DefaultDuplicateWindow
 	MaxAge          time.Duration // 0 = DefaultHooksMaxAge; replays reach back this far
 	MaxBytes        int64         // 0 = unlimited
+	// Partitions is recorded on a HOOKS stream that records none yet
+	// (0 = DefaultPartitions); see [CheckPartitions].
+	Partitions int
+}
+
+func (o Options) partitions() int {
+	if o.Partitions <= 0 {
+		return DefaultPartitions
+	}
+	return o.Partitions
 }
 
 func (o Options) replicas() int {
@@ -194,7 +207,7 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Hooks,
 		Description: "verified incoming webhooks",
-		Subjects:    []string{HooksRoot + ".>"},
+		Subjects:    []string{HooksRoot + ".>", HooksKeyedRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
@@ -202,6 +215,7 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 		MaxAge:      o.maxAge(),
 		MaxBytes:    o.maxBytes(),
 		Replicas:    o.replicas(),
+		Metadata:    map[string]string{MetadataPartitions: strconv.Itoa(o.partitions())},
 		// No direct gets: the ingress reads a duplicate's original right
 		// after the PubAck, and a direct get may be answered by a replica
 		// that has not stored it yet. Reads go through the leader.
@@ -247,8 +261,16 @@ func EventsConfig(o Options) jetstream.StreamConfig {
 	}
 }
 
-// Ensure creates the stream or updates it to cfg.
+// Ensure creates the stream or updates it to cfg. A HOOKS stream keeps
+// the number of partitions it records ([CheckPartitions]): a different
+// one in cfg is refused.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if v, ok := cfg.Metadata[MetadataPartitions]; ok && cfg.Name == Hooks {
+		n, _ := strconv.Atoi(v)
+		if err := CheckPartitions(ctx, js, n); err != nil {
+			return nil, err
+		}
+	}
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)

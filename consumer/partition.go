@@ -1,0 +1,323 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc"
+
+	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// Partitioned consumption of a keyed consumer (docs/DESIGN.md, "Order").
+// Every partition of HOOKS's keyed messages has a durable of its own per
+// consumer, in a priority group whose policy pins one client at a time;
+// the instances split the partitions between them (members.go) and the
+// scheduler (keyed.go) applies them key by key.
+
+// priorityGroup is the one priority group of a partition durable.
+const priorityGroup = "hookbridge"
+
+// pinHeader is the header in which JetStream names the pinned client a
+// message was delivered to.
+const pinHeader = "Nats-Pin-Id"
+
+// Pull requests of a partition: short-lived, so a pinned client keeps
+// renewing its pin well inside pinnedTTL, and a member that dies without
+// a word loses its pin pinnedTTL after its last pull.
+const (
+	partitionPullExpiry = 5 * time.Second
+	pinnedTTL           = 3 * partitionPullExpiry
+)
+
+// partitionBytes bounds the bytes one partition's pulls bring in at once.
+const partitionBytes = 16 << 20
+
+// group runs one keyed consumer's partitions on this instance.
+type group struct {
+	c          *Consumer
+	js         jetstream.JetStream
+	partitions int
+	sched      *keyedScheduler
+	members    *membership
+	log        *slog.Logger
+
+	mu      sync.Mutex
+	running map[int]*partitionRun
+	// leaving are partitions being drained; one that comes back waits
+	// for its drain to end.
+	leaving map[int]*partitionRun
+	// owned is the last assignment, for status.
+	owned []int
+}
+
+type partitionRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newGroup(c *Consumer, js jetstream.JetStream) *group {
+	o := c.opts
+	a := &applier{pool: c.pool, consumer: o.Name, h: o.Handler, timeout: o.HandlerTimeout, keyed: true}
+	s := newKeyedScheduler(o.Name, o.Partitions, o.Concurrency, o.BatchSize, o.AckWait, o.Logger)
+	s.process = func(ctx context.Context, msgs []jetstream.Msg) []action { return c.processWith(ctx, a, msgs) }
+	s.passed = c.recordPassed
+	return &group{c: c, js: js, partitions: o.Partitions, sched: s, log: o.Logger,
+		members: newMembership(js, o.Name, o.Logger), running: map[int]*partitionRun{}, leaving: map[int]*partitionRun{}}
+}
+
+// run serves this instance's share of the partitions until ctx ends, then
+// drains them (what is here is applied, or nak'd for the next member) and
+// leaves the group.
+func (g *group) run(ctx context.Context) {
+	stop := make(chan struct{})
+	var wg conc.WaitGroup
+	wg.Go(func() { g.sched.run(stop, context.WithoutCancel(ctx)) })
+	g.members.run(ctx, func(members []string) { g.rebalance(ctx, members) })
+	// The member key is gone: the others start pulling these partitions
+	// and get them as each is drained here and unpinned.
+	g.stopAll()
+	close(stop)
+	wg.Wait()
+}
+
+// rebalance starts the partitions members assigns to this instance and
+// drains the ones it no longer does.
+func (g *group) rebalance(ctx context.Context, members []string) {
+	want := assign(members, g.members.id, g.partitions)
+	g.mu.Lock()
+	g.owned = want
+	wanted := map[int]bool{}
+	for _, p := range want {
+		wanted[p] = true
+		if g.running[p] == nil {
+			pctx, cancel := context.WithCancel(ctx)
+			run := &partitionRun{cancel: cancel, done: make(chan struct{})}
+			g.running[p] = run
+			prev := g.leaving[p]
+			delete(g.leaving, p)
+			go func() {
+				defer close(run.done)
+				if prev != nil {
+					<-prev.done
+				}
+				g.servePartition(pctx, p)
+			}()
+		}
+	}
+	var leaving []*partitionRun
+	for p, run := range g.running {
+		if !wanted[p] {
+			leaving = append(leaving, run)
+			delete(g.running, p)
+			g.leaving[p] = run
+		}
+	}
+	g.mu.Unlock()
+	g.log.Info("consumer partitions assigned", "consumer", g.c.opts.Name, "members", len(members), "partitions", len(want))
+	for _, run := range leaving {
+		run.cancel()
+	}
+	// Not waited for: a partition drains while the others go on.
+}
+
+func (g *group) stopAll() {
+	g.mu.Lock()
+	runs := make([]*partitionRun, 0, len(g.running)+len(g.leaving))
+	for p, run := range g.running {
+		runs = append(runs, run)
+		delete(g.running, p)
+	}
+	for p, run := range g.leaving {
+		runs = append(runs, run)
+		delete(g.leaving, p)
+	}
+	g.mu.Unlock()
+	for _, run := range runs {
+		run.cancel()
+	}
+	for _, run := range runs {
+		<-run.done
+	}
+}
+
+// durableConfig is the configuration of partition p's durable.
+func (g *group) durableConfig(p int) jetstream.ConsumerConfig {
+	o := g.c.opts
+	return jetstream.ConsumerConfig{
+		Durable:     stream.PartitionDurable(o.Name, p),
+		Description: "hookbridge consumer " + o.Name + ", partition " + strconv.Itoa(p) + " of " + strconv.Itoa(g.partitions),
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     o.AckWait,
+		// As for the unkeyed durable: the consumer enforces MaxDeliver.
+		MaxDeliver:     -1,
+		MaxAckPending:  o.MaxAckPending,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		FilterSubjects: o.keyedFilterSubjects(p),
+		PriorityGroups: []string{priorityGroup},
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PinnedTTL:      pinnedTTL,
+		Metadata:       map[string]string{"hookbridge.consumer": o.Name, "hookbridge.partition": strconv.Itoa(p)},
+	}
+}
+
+// servePartition pulls partition p into the scheduler until ctx ends,
+// then drains it and gives its pin up. A pull iterator that closes while
+// ctx is live is replaced, as the unkeyed runner does.
+func (g *group) servePartition(ctx context.Context, p int) {
+	name := stream.PartitionDurable(g.c.opts.Name, p)
+	g.sched.add(p)
+	if refs, err := g.c.unpassedDeadLetters(ctx, p, g.partitions); err != nil {
+		g.log.Warn("partition: could not read its dead letters; a later event will not mark them passed",
+			"consumer", g.c.opts.Name, "partition", p, "err", errtext.ForLog(err))
+	} else if len(refs) > 0 {
+		g.sched.seedDead(p, refs)
+	}
+	var cons jetstream.Consumer
+	delay := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		var err error
+		cons, err = g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
+		if err == nil {
+			err = g.pull(ctx, cons, p)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if err == nil {
+			err = errors.New("pull iterator closed (durable consumer deleted?)")
+		}
+		g.log.Warn("partition interrupted; re-creating it", "consumer", g.c.opts.Name, "durable", name, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+	g.sched.drain(p)
+	g.unpin(name)
+}
+
+// unpin gives the partition's pin up, so the member that serves it next
+// gets it now rather than pinnedTTL after the last pull from here.
+func (g *group) unpin(durable string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := g.js.Stream(ctx, stream.Hooks)
+	if err == nil {
+		err = s.UnpinConsumer(ctx, durable, priorityGroup)
+	}
+	if err != nil {
+		g.log.Debug("unpin partition", "durable", durable, "err", err)
+	}
+}
+
+// pull feeds partition p's messages to the scheduler until the iterator
+// closes (on ctx's end, after what it had buffered). Each time the pin
+// changes (this instance has just been pinned) the partition is gated
+// until a takeover check finds nothing of it held by another member.
+func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) error {
+	window := max(2*g.c.opts.BatchSize, minPullWindow)
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(window, partitionBytes),
+		jetstream.PullExpiry(partitionPullExpiry), jetstream.PullPriorityGroup(priorityGroup))
+	if err != nil {
+		return fmt.Errorf("consumer %s partition %d: pull: %w", g.c.opts.Name, p, err)
+	}
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-ctx.Done():
+			it.Drain()
+		case <-stopped:
+		}
+	}()
+	var (
+		pin    string
+		gen    uint64
+		checks conc.WaitGroup
+	)
+	defer checks.Wait()
+	checkCtx, cancelChecks := context.WithCancel(ctx)
+	defer cancelChecks()
+	for {
+		g.c.gate.wait(ctx)
+		msg, err := it.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return nil
+		}
+		if err != nil {
+			g.log.Warn("pull failed", "consumer", g.c.opts.Name, "partition", p, "err", err)
+			continue
+		}
+		if id := msg.Headers().Get(pinHeader); id != pin {
+			pin = id
+			gen++
+			g.sched.gate(p, gen)
+			checks.Go(func() { g.awaitTakeover(checkCtx, cons, p, gen) })
+		}
+		g.sched.arrive(p, msg)
+	}
+}
+
+// awaitTakeover opens partition p (check gen) once JetStream counts no
+// more unacked messages of it than this instance holds: then no other
+// member holds any, and nothing older than what is here can still come
+// from one. Messages a dead member held come back after ack_wait; until
+// then the partition waits, and its order with it.
+func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p int, gen uint64) {
+	delay := 50 * time.Millisecond
+	start := time.Now()
+	logged := false
+	for ctx.Err() == nil {
+		info, err := cons.Info(ctx)
+		if err == nil {
+			// Read after the server's count: a message that arrives in
+			// between is counted by both, one acked in between only by the
+			// server, so the test errs on the side of waiting.
+			if held := g.sched.heldBy(p); int64(info.NumAckPending) <= held {
+				if logged {
+					g.log.Info("partition taken over", "consumer", g.c.opts.Name, "partition", p, "waited", time.Since(start).Round(time.Millisecond))
+				}
+				g.sched.open(p, gen)
+				return
+			} else if !logged && time.Since(start) > time.Second {
+				logged = true
+				g.log.Info("partition taken over; waiting for messages another member held (they return after ack_wait)",
+					"consumer", g.c.opts.Name, "partition", p, "elsewhere", int64(info.NumAckPending)-held)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+// keyedFilterSubjects are the subjects of partition p the consumer
+// receives.
+func (o *Options) keyedFilterSubjects(p int) []string {
+	sources := o.Sources
+	if len(sources) == 0 {
+		sources = []string{"*"}
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range sources {
+		for _, t := range o.EventTypes {
+			if f := stream.KeyedHookFilter(p, s, t); !seen[f] {
+				seen[f] = true
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
