@@ -85,6 +85,13 @@ func explainZeros(doc *yaml.Node, cfg Config) {
 					n.LineComment = "the scheme signs no timestamp"
 				}
 			}
+			if i < len(cfg.Sources) && cfg.Sources[i].OrderingKey != nil && cfg.Sources[i].OrderingKey.None {
+				// KeyConfig writes none as an empty mapping; the file
+				// spells it "none".
+				if n := mapValue(s, "ordering_key"); n != nil {
+					*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "none"}
+				}
+			}
 		}
 	}
 }

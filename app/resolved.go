@@ -51,6 +51,7 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 	hooks := stream.HooksConfig(stream.Options{Replicas: s.Replicas, DuplicateWindow: s.DuplicateWindow, MaxAge: s.MaxAge, MaxBytes: s.MaxBytes})
 	s.Replicas, s.DuplicateWindow, s.MaxAge = hooks.Replicas, hooks.Duplicates, hooks.MaxAge
 	s.MaxBytes = max(hooks.MaxBytes, 0)
+	s.Partitions = s.PartitionsOrDefault()
 	return s
 }
 
@@ -84,6 +85,13 @@ func (s SourceConfig) resolved() SourceConfig {
 	}
 	if s.Scheme == verify.SchemeHMAC && s.HMAC.TimestampHeader != "" && s.HMAC.Tolerance == 0 {
 		s.HMAC.Tolerance = s.Tolerance
+	}
+	// The ordering key the ingress reads: as configured, else the
+	// scheme's default, else none.
+	if f := s.orderingKey(); f != nil {
+		s.OrderingKey = &KeyConfig{Header: f.Header, Pointer: f.Pointer}
+	} else {
+		s.OrderingKey = &KeyConfig{None: true}
 	}
 	return s
 }

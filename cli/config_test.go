@@ -126,6 +126,7 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 			Replicas        int           `yaml:"replicas"`
 			DuplicateWindow time.Duration `yaml:"duplicate_window"`
 			MaxAge          time.Duration `yaml:"max_age"`
+			Partitions      int           `yaml:"partitions"`
 		} `yaml:"streams"`
 		Sources []struct {
 			Tolerance time.Duration `yaml:"tolerance"`
@@ -154,6 +155,7 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 		{"streams.replicas", cfg.Streams.Replicas, 1},
 		{"streams.duplicate_window", cfg.Streams.DuplicateWindow, stream.DefaultDuplicateWindow},
 		{"streams.max_age", cfg.Streams.MaxAge, stream.DefaultHooksMaxAge},
+		{"streams.partitions", cfg.Streams.Partitions, stream.DefaultPartitions},
 		{"sources[0].tolerance", cfg.Sources[0].Tolerance, verify.DefaultTolerance},
 		{"consumers[0].concurrency", c.Concurrency, consumer.DefaultConcurrency},
 		{"consumers[0].batch_size", c.BatchSize, consumer.DefaultBatchSize},
@@ -173,7 +175,8 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 	}
 	// A scheme that signs no timestamp has no tolerance to print.
 	out, err = runOps(t, "config", "check", "--config", configDir(t, "sources: [{name: gh, scheme: github, secrets: [s]}]\n"))
-	if err != nil || !regexpLine(out, `^\s+tolerance: 0s # the scheme signs no timestamp$`) || strings.Contains(out, "hmac:") {
+	if err != nil || !regexpLine(out, `^\s+tolerance: 0s # the scheme signs no timestamp$`) || strings.Contains(out, "hmac:") ||
+		!regexpLine(out, `^\s+ordering_key: none$`) {
 		t.Fatalf("config check of a github source: %v\n%s", err, out)
 	}
 }
