@@ -1,15 +1,18 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -76,6 +79,29 @@ type ConsumerStatus struct {
 	// an operator paused the consumer (nats-server 2.11 and later).
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	Paused       bool   `json:"paused"`
+	// Partitions are the durables of a keyed consumer's partitions; the
+	// counts above include theirs. Members are the instances serving
+	// them, each with its partitions and their backlog.
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Members    []MemberStatus    `json:"members,omitempty"`
+}
+
+// PartitionStatus is one partition durable of a keyed consumer.
+type PartitionStatus struct {
+	Partition     int    `json:"partition"`
+	NumPending    uint64 `json:"num_pending"`
+	NumAckPending int    `json:"num_ack_pending"`
+	AckFloor      uint64 `json:"ack_floor"`
+	// Pinned says whether an instance holds the partition's pin now.
+	Pinned bool `json:"pinned"`
+}
+
+// MemberStatus is one instance serving a keyed consumer's partitions.
+type MemberStatus struct {
+	consumer.Member
+	// Backlog is the messages of its partitions not yet applied
+	// (pending and unacked): its lag.
+	Backlog uint64 `json:"backlog"`
 }
 
 // OutboxStatus summarises hookbridge.outbox.
@@ -159,8 +185,13 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
 	list := s.ListConsumers(ctx)
+	partitions := map[string][]*jetstream.ConsumerInfo{}
 	for ci := range list.Info() {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
+			continue
+		}
+		if owner, p := stream.ConsumerOfDurable(ci.Name); streamName == stream.Hooks && p >= 0 {
+			partitions[owner] = append(partitions[owner], ci)
 			continue
 		}
 		cs := ConsumerStatus{
@@ -178,8 +209,9 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
 		return fmt.Errorf("list consumers of %s: %w", streamName, err)
 	}
+	st.foldPartitions(ctx, js, streamName, partitions)
 	if streamName == stream.Hooks {
-		if floor, _, err := lowestAckFloor(ctx, s, nil); err == nil {
+		if floor, _, err := lowestAckFloor(ctx, s, s.CachedInfo().State.LastSeq, nil); err == nil {
 			for i := range st.Streams {
 				if st.Streams[i].Name == stream.Hooks {
 					st.Streams[i].LowestAckFloor = &floor
@@ -188,6 +220,45 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 	}
 	return nil
+}
+
+// foldPartitions adds the partition durables of each keyed consumer to
+// the consumer's own status, with the members serving them.
+func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, streamName string, partitions map[string][]*jetstream.ConsumerInfo) {
+	for owner, infos := range partitions {
+		i := slices.IndexFunc(st.Consumers, func(c ConsumerStatus) bool { return c.Stream == streamName && c.Name == owner })
+		if i < 0 {
+			st.Consumers = append(st.Consumers, ConsumerStatus{Stream: streamName, Name: owner})
+			i = len(st.Consumers) - 1
+		}
+		cs := &st.Consumers[i]
+		backlog := map[int]uint64{}
+		for _, ci := range infos {
+			_, p := stream.ConsumerOfDurable(ci.Name)
+			ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
+			for _, g := range ci.PriorityGroups {
+				ps.Pinned = ps.Pinned || g.PinnedClientID != ""
+			}
+			cs.Partitions = append(cs.Partitions, ps)
+			cs.NumPending += ci.NumPending
+			cs.NumAckPending += ci.NumAckPending
+			cs.NumRedelivered += ci.NumRedelivered
+			cs.Paused = cs.Paused || ci.Paused
+			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
+		}
+		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
+		members, err := consumer.Members(ctx, js, owner)
+		if err != nil {
+			continue // the partitions are shown; who serves them is not known now
+		}
+		for _, m := range members {
+			ms := MemberStatus{Member: m}
+			for _, p := range m.Partitions {
+				ms.Backlog += backlog[p]
+			}
+			cs.Members = append(cs.Members, ms)
+		}
+	}
 }
 
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,

@@ -145,7 +145,7 @@ func loadErr(p *atomic.Pointer[error]) error {
 // size no client can see) everything every consumer has acked. It
 // returns how many messages it purged.
 func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jetstream.StreamInfo, all bool) (uint64, error) {
-	floor, holder, err := lowestAckFloor(ctx, hooks, g.consumers)
+	floor, holder, err := lowestAckFloor(ctx, hooks, info.State.LastSeq, g.consumers)
 	if err != nil {
 		g.limiter.log(g.log, slog.LevelWarn, "trim", "HOOKS is short of space and cannot be trimmed", "reason", err)
 		return 0, nil
@@ -180,12 +180,22 @@ func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jet
 // consumer on HOOKS, durable or not (a running replay counts too), and
 // the consumer holding it. It is an error when there is no consumer, or
 // a configured durable does not exist yet: then nothing is applied.
-func lowestAckFloor(ctx context.Context, hooks jetstream.Stream, configured []string) (uint64, string, error) {
+//
+// A consumer with nothing pending and nothing unacked holds nothing back
+// up to lastSeq, the stream's last sequence read before the consumers:
+// its own ack floor stays at the last message its filter matched (a
+// consumer of a rare type, a partition without traffic, the unkeyed
+// durable of a keyed source), which would hold every other message.
+func lowestAckFloor(ctx context.Context, hooks jetstream.Stream, lastSeq uint64, configured []string) (uint64, string, error) {
 	floor, holder, seen := uint64(0), "", map[string]bool{}
 	list := hooks.ListConsumers(ctx)
 	for ci := range list.Info() {
-		if holder == "" || ci.AckFloor.Stream < floor {
-			floor, holder = ci.AckFloor.Stream, ci.Name
+		f := ci.AckFloor.Stream
+		if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.NumRedelivered == 0 {
+			f = max(f, lastSeq)
+		}
+		if holder == "" || f < floor {
+			floor, holder = f, ci.Name
 		}
 		seen[ci.Name] = true
 	}

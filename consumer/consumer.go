@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/sourcegraph/conc"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -238,11 +238,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.group == nil {
 		return c.r.run(ctx)
 	}
-	var wg conc.WaitGroup
-	wg.Go(func() { c.group.run(ctx) })
-	err := c.r.run(ctx)
-	wg.Wait()
-	return err
+	// The first part to fail for good (a configuration the server
+	// refuses) stops the other.
+	p := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
+	p.Go(c.group.run)
+	p.Go(c.r.run)
+	return p.Wait()
 }
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {

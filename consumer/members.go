@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,11 +35,15 @@ import (
 // memberTTL is how long a member's key outlives its last heartbeat.
 const memberTTL = 9 * time.Second
 
-// memberInfo is a member key's value, for status and the console.
-type memberInfo struct {
+// Member is one instance running a keyed consumer, as its member key
+// says: for status and the console.
+type Member struct {
+	ID      string    `json:"id"`
 	Host    string    `json:"host"`
 	PID     int       `json:"pid"`
 	Started time.Time `json:"started"`
+	// Partitions are the partitions it serves (as of its last heartbeat).
+	Partitions []int `json:"partitions"`
 }
 
 // membership keeps this instance's member key alive and reports the
@@ -47,15 +52,33 @@ type membership struct {
 	js       jetstream.JetStream
 	consumer string
 	id       string
-	info     []byte
 	log      *slog.Logger
 	ttl      time.Duration
+
+	mu   sync.Mutex
+	self Member
 }
 
 func newMembership(js jetstream.JetStream, consumer string, log *slog.Logger) *membership {
 	host, _ := os.Hostname()
-	info, _ := json.Marshal(memberInfo{Host: host, PID: os.Getpid(), Started: time.Now().UTC()})
-	return &membership{js: js, consumer: consumer, id: nuid.Next(), info: info, log: log, ttl: memberTTL}
+	id := nuid.Next()
+	return &membership{js: js, consumer: consumer, id: id, log: log, ttl: memberTTL,
+		self: Member{ID: id, Host: host, PID: os.Getpid(), Started: time.Now().UTC(), Partitions: []int{}}}
+}
+
+// serving records the partitions this member serves, for its next
+// heartbeat.
+func (m *membership) serving(partitions []int) {
+	m.mu.Lock()
+	m.self.Partitions = slices.Clone(partitions)
+	m.mu.Unlock()
+}
+
+func (m *membership) value() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, _ := json.Marshal(m.self) // plain data: never fails
+	return b
 }
 
 func (m *membership) key() string { return m.consumer + "." + m.id }
@@ -151,7 +174,7 @@ func (m *membership) beat(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := kv.Put(ctx, m.key(), m.info); err != nil {
+	if _, err := kv.Put(ctx, m.key(), m.value()); err != nil {
 		return nil, fmt.Errorf("announce member: %w", err)
 	}
 	return listMembers(ctx, m.js, m.consumer)
@@ -183,6 +206,38 @@ func listMembers(ctx context.Context, js jetstream.JetStream, consumer string) (
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// Members reads the members of consumer from their keys: who serves
+// which partition. A deployment without keyed consumers has none.
+func Members(ctx context.Context, js jetstream.JetStream, consumer string) ([]Member, error) {
+	kv, err := js.KeyValue(ctx, stream.MembersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("members bucket: %w", err)
+	}
+	ids, err := listMembers(ctx, js, consumer)
+	if err != nil {
+		return nil, err
+	}
+	var out []Member
+	for _, id := range ids {
+		e, err := kv.Get(ctx, consumer+"."+id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // left meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %w", id, err)
+		}
+		var m Member
+		if json.Unmarshal(e.Value(), &m) == nil {
+			m.ID = id
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 // assign returns the partitions of n that member serves among members

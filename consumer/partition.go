@@ -54,8 +54,8 @@ type group struct {
 	// leaving are partitions being drained; one that comes back waits
 	// for its drain to end.
 	leaving map[int]*partitionRun
-	// owned is the last assignment, for status.
-	owned []int
+	// failed stops the group with the cause (set by run).
+	failed context.CancelCauseFunc
 }
 
 type partitionRun struct {
@@ -75,8 +75,12 @@ func newGroup(c *Consumer, js jetstream.JetStream) *group {
 
 // run serves this instance's share of the partitions until ctx ends, then
 // drains them (what is here is applied, or nak'd for the next member) and
-// leaves the group.
-func (g *group) run(ctx context.Context) {
+// leaves the group. It returns an error when the server refuses a
+// partition durable's configuration, which no retry changes.
+func (g *group) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	g.failed = cancel
 	stop := make(chan struct{})
 	var wg conc.WaitGroup
 	wg.Go(func() { g.sched.run(stop, context.WithoutCancel(ctx)) })
@@ -86,14 +90,18 @@ func (g *group) run(ctx context.Context) {
 	g.stopAll()
 	close(stop)
 	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // rebalance starts the partitions members assigns to this instance and
 // drains the ones it no longer does.
 func (g *group) rebalance(ctx context.Context, members []string) {
 	want := assign(members, g.members.id, g.partitions)
+	g.members.serving(want)
 	g.mu.Lock()
-	g.owned = want
 	wanted := map[int]bool{}
 	for _, p := range want {
 		wanted[p] = true
@@ -185,6 +193,10 @@ func (g *group) servePartition(ctx context.Context, p int) {
 	for ctx.Err() == nil {
 		var err error
 		cons, err = g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
+		if refused(err) {
+			g.failed(fmt.Errorf("consumer %s: create durable %s: %w", g.c.opts.Name, name, err))
+			break
+		}
 		if err == nil {
 			err = g.pull(ctx, cons, p)
 		}
@@ -302,8 +314,14 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 	}
 }
 
-// keyedFilterSubjects are the subjects of partition p the consumer
-// receives.
+// ReplaySubjects are the HOOKS subjects, keyed or not, of the consumer's
+// sources and event types: what a replay reads.
+func (o *Options) ReplaySubjects() []string {
+	return append(o.FilterSubjects(), o.keyedFilterSubjects(-1)...)
+}
+
+// keyedFilterSubjects are the subjects of partition p (every partition,
+// for p < 0) the consumer receives.
 func (o *Options) keyedFilterSubjects(p int) []string {
 	sources := o.Sources
 	if len(sources) == 0 {

@@ -41,6 +41,12 @@ func (o *Ops) Pause(ctx context.Context, name string, until time.Time) (PauseRes
 	if err != nil {
 		return PauseResult{}, o.pauseError("pause", name, err)
 	}
+	// A keyed consumer's partitions pause with it.
+	for _, d := range o.partitionDurables(ctx, name) {
+		if _, err := o.JS.PauseConsumer(ctx, stream.Hooks, d, until); err != nil {
+			return PauseResult{}, o.pauseError("pause", d, err)
+		}
+	}
 	out := PauseResult{Name: name, Paused: resp.Paused}
 	if resp.Paused {
 		u := resp.PauseUntil.UTC()
@@ -59,7 +65,29 @@ func (o *Ops) Resume(ctx context.Context, name string) (PauseResult, error) {
 	if err != nil {
 		return PauseResult{}, o.pauseError("resume", name, err)
 	}
+	for _, d := range o.partitionDurables(ctx, name) {
+		if _, err := o.JS.ResumeConsumer(ctx, stream.Hooks, d); err != nil {
+			return PauseResult{}, o.pauseError("resume", d, err)
+		}
+	}
 	return PauseResult{Name: name, Paused: resp.Paused}, nil
+}
+
+// partitionDurables are the partition durables of consumer name on HOOKS
+// (none for a consumer without a keyed source).
+func (o *Ops) partitionDurables(ctx context.Context, name string) []string {
+	s, err := o.JS.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	names := s.ConsumerNames(ctx)
+	for n := range names.Name() {
+		if owner, p := stream.ConsumerOfDurable(n); owner == name && p >= 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // pauseUsable checks the consumer is configured and the server can pause

@@ -93,12 +93,16 @@ func KeyedHookSubject(p int, source, eventType string) string {
 }
 
 // KeyedHookFilter is the filter subject of eventType from one source (or
-// every source, for "" or "*") in partition p.
+// every source, for "" or "*") in partition p (every partition, p < 0).
 func KeyedHookFilter(p int, source, eventType string) string {
 	if source == "" {
 		source = "*"
 	}
-	return HooksKeyedRoot + "." + strconv.Itoa(p) + "." + source + "." + TypeSubject(eventType)
+	part := "*"
+	if p >= 0 {
+		part = strconv.Itoa(p)
+	}
+	return HooksKeyedRoot + "." + part + "." + source + "." + TypeSubject(eventType)
 }
 
 // SplitHookSubject returns the source and the mapped type of a HOOKS
