@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -98,13 +99,17 @@ func TestDeploymentDocNamesTheDefaultLogLines(t *testing.T) {
 		req := hookbridgetest.SignedRequest(t, "http://"+rs.addr+"/webhooks/demo", hookbridgetest.Delivery{Secret: secret, ID: id, Body: body})
 		return statusOf(t, "", req)
 	}
-	// Paid before its order exists: it fails until evt-1 creates it.
-	if got := post("evt-paid-early", orders.WebhookBody(orders.Paid, "o-1", 100), testSecret); got != http.StatusAccepted {
+	// Paid before its order exists: it fails until the order is restored.
+	if got := post("evt-paid-early", orders.WebhookBody(orders.Paid, "o-9", 100), testSecret); got != http.StatusAccepted {
 		t.Fatalf("evt-paid-early: status %d", got)
 	}
 	hookbridgetest.Eventually(t, time.Minute, "a failure counted", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures`) == 1
 	})
+	if _, err := db.Pool.Exec(context.Background(), `INSERT INTO demo.orders (order_id, status, amount_cents, currency, created_event_id, last_event_id)
+		VALUES ('o-9', 'created', 100, 'EUR', 'restored', 'restored')`); err != nil {
+		t.Fatal(err)
+	}
 	created := orders.WebhookBody(orders.Created, "o-1", 100)
 	for _, c := range []struct {
 		id     string
