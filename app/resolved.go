@@ -73,10 +73,10 @@ func resolvedRelay(r RelayConfig) RelayConfig {
 	return r
 }
 
-// resolved gives the source the tolerance its verifier applies: the
-// default for the schemes that sign a timestamp (see [verify.Options]),
-// none for those that sign none (github, shopify, hmac without a
-// timestamp header), where it stays 0.
+// resolved gives the source the tolerance its verifier applies (the
+// default for the schemes that sign a timestamp, see [verify.Options];
+// none, 0, for those that sign none: github, shopify, hmac without a
+// timestamp header) and the ordering key the ingress reads.
 func (s SourceConfig) resolved() SourceConfig {
 	signsTime := s.Scheme == verify.SchemeStandardWebhooks || s.Scheme == verify.SchemeStripe ||
 		s.Scheme == verify.SchemeSlack || (s.Scheme == verify.SchemeHMAC && s.HMAC.TimestampHeader != "")
