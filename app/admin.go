@@ -62,12 +62,23 @@ func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jet
 		out.DeadLettersUnresolved += n
 	}
 	for _, s := range st.Streams {
-		out.Streams = append(out.Streams, admin.StreamStatus{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes,
-			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, MaxBytes: s.MaxBytes, MaxAgeSeconds: s.MaxAgeSeconds})
+		ss := admin.StreamStatus{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes,
+			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, MaxBytes: s.MaxBytes, MaxAgeSeconds: s.MaxAgeSeconds}
+		if s.Messages > 0 && !s.FirstTime.IsZero() {
+			first := s.FirstTime.UTC()
+			ss.FirstTime = &first
+		}
+		out.Streams = append(out.Streams, ss)
 	}
 	for _, c := range st.Consumers {
 		out.Consumers = append(out.Consumers, admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
-			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned})
+			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, Retrying: st.RetryingByConsumer[c.Name],
+			DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned})
+	}
+	out.Retrying, out.RetryingByConsumer = []admin.RetryingEvent{}, st.RetryingByConsumer
+	for _, f := range st.Retrying {
+		out.Retrying = append(out.Retrying, admin.RetryingEvent{Consumer: f.Consumer, Source: f.Source, EventID: f.EventID,
+			StreamSeq: f.StreamSeq, Failures: f.Failures, LastError: f.LastError, LastFailedAt: f.UpdatedAt.UTC()})
 	}
 	if ready != nil {
 		out.Ready = ready(ctx)

@@ -239,7 +239,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		}
 		defer s.pool.Close()
 		if needsDB {
-			checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+			checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay}})
 		}
 	}
 	checks = append(checks, s.consumerChecks()...)
@@ -505,7 +505,14 @@ func (s *Server) waitAndMigrate(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Warn("postgres not ready; consumers wait, ingress keeps accepting", "err", err, "retry_in", delay)
+		if missing := missingDatabase(err, s.pool); missing != nil {
+			// Said at once and at error level: waiting will not create it.
+			cc := s.pool.Config().ConnConfig
+			s.log.Error("postgres database does not exist; consumers wait, ingress keeps accepting",
+				"database", cc.Database, "host", cc.Host, "port", cc.Port, "fix", "create it, or point database_url at one that does", "retry_in", delay)
+		} else {
+			s.log.Warn("postgres not ready; consumers wait, ingress keeps accepting", "err", err, "retry_in", delay)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -37,6 +37,12 @@ type Status struct {
 	// they have not acked in HOOKS until deleted (`hookbridge consumers
 	// delete NAME`).
 	OrphanedDurables []string `json:"orphaned_durables"`
+	// Retrying are the events failing right now (the most recent failure
+	// first, at most [RetryingShown]): each is redelivered after its
+	// backoff and dead-lettered when its failures reach max_deliver.
+	// RetryingByConsumer counts them all per consumer.
+	Retrying           []store.Failure  `json:"retrying"`
+	RetryingByConsumer map[string]int64 `json:"retrying_by_consumer"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
@@ -121,6 +127,9 @@ type OutboxStatus struct {
 	OldestPendingSecond float64 `json:"oldest_pending_seconds"`
 }
 
+// RetryingShown is how many failing events the overview lists.
+const RetryingShown = 20
+
 // replayConsumerPrefix names the ephemeral consumers of running replays;
 // they are not part of the deployment's state.
 const replayConsumerPrefix = "hookbridge_replay_"
@@ -128,7 +137,8 @@ const replayConsumerPrefix = "hookbridge_replay_"
 // NewStatus is an empty overview whose lists encode as [] rather than
 // null in JSON.
 func NewStatus() Status {
-	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, OrphanedDurables: []string{}}
+	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, OrphanedDurables: []string{},
+		Retrying: []store.Failure{}, RetryingByConsumer: map[string]int64{}}
 }
 
 // ApplyConfig compares what JetStream holds with cfg: it marks the
@@ -179,6 +189,12 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
 		return err
+	}
+	if st.Retrying, err = store.ListFailures(ctx, pool, RetryingShown); err != nil {
+		return fmt.Errorf("list failing events: %w", err)
+	}
+	if st.RetryingByConsumer, err = store.FailingByConsumer(ctx, pool); err != nil {
+		return fmt.Errorf("count failing events: %w", err)
 	}
 	return nil
 }

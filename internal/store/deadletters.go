@@ -26,6 +26,8 @@ var (
 	sqlDeadLetterPassed      = load("dead_letter_passed.sql")
 	sqlDeadLettersUnpassed   = load("dead_letters_unpassed.sql")
 	sqlFailuresForEvent      = load("failures_for_event.sql")
+	sqlFailuresList          = load("failures_list.sql")
+	sqlFailuresByConsumer    = load("failures_by_consumer.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -312,6 +314,8 @@ type EventFailure struct {
 	Consumer  string
 	StreamSeq uint64
 	Failures  int
+	LastError string
+	UpdatedAt time.Time // of the last failure
 }
 
 // FailuresForEvent returns the failure counters of one event for any of
@@ -324,8 +328,55 @@ func FailuresForEvent(ctx context.Context, q Querier, consumers []string, source
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventFailure, error) {
 		var f EventFailure
 		var seq int64
-		err := row.Scan(&f.Consumer, &seq, &f.Failures)
+		err := row.Scan(&f.Consumer, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
 		f.StreamSeq = uint64(seq)
 		return f, err
 	})
+}
+
+// Failure is the failure counter of one message failing right now: the
+// consumer retries it after its backoff, and dead-letters it when the
+// count reaches max_deliver.
+type Failure struct {
+	Consumer  string    `json:"consumer"`
+	Source    string    `json:"source"`
+	EventID   string    `json:"event_id"`
+	StreamSeq uint64    `json:"stream_seq"`
+	Failures  int       `json:"failures"`
+	LastError string    `json:"last_error"`
+	UpdatedAt time.Time `json:"last_failed_at"`
+}
+
+// ListFailures returns up to limit messages failing right now, the most
+// recent failure first.
+func ListFailures(ctx context.Context, q Querier, limit int) ([]Failure, error) {
+	rows, err := q.Query(ctx, sqlFailuresList, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Failure, error) {
+		var f Failure
+		var seq int64
+		err := row.Scan(&f.Consumer, &f.Source, &f.EventID, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
+		f.StreamSeq = uint64(seq)
+		return f, err
+	})
+}
+
+// FailingByConsumer counts the messages failing right now per consumer.
+func FailingByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sqlFailuresByConsumer)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
