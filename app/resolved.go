@@ -45,12 +45,14 @@ func (c Config) Resolved(handlers Handlers) (Config, error) {
 }
 
 // resolvedStreams reads the limits back from the configuration of HOOKS,
-// which serve creates with them (EVENTS takes the same ones). max_bytes
-// stays 0 when there is no limit, as it is written in the file.
+// which serve creates with them (EVENTS takes the same ones). max_age is
+// HOOKS's replay horizon, which the storage guard applies (the stream
+// itself has no JetStream max age). max_bytes stays as written: its
+// default depends on the server's store and is logged when serve starts.
 func resolvedStreams(s StreamsConfig) StreamsConfig {
-	hooks := stream.HooksConfig(stream.Options{Replicas: s.Replicas, DuplicateWindow: s.DuplicateWindow, MaxAge: s.MaxAge, MaxBytes: s.MaxBytes})
-	s.Replicas, s.DuplicateWindow, s.MaxAge = hooks.Replicas, hooks.Duplicates, hooks.MaxAge
-	s.MaxBytes = max(hooks.MaxBytes, 0)
+	o := stream.Options{Replicas: s.Replicas, DuplicateWindow: s.DuplicateWindow, MaxAge: s.MaxAge, MaxBytes: s.MaxBytes}
+	hooks := stream.HooksConfig(o)
+	s.Replicas, s.DuplicateWindow, s.MaxAge = hooks.Replicas, hooks.Duplicates, o.HooksMaxAge()
 	s.Partitions = s.PartitionsOrDefault()
 	return s
 }

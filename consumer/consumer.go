@@ -298,12 +298,18 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it
-			// at high rates; the outcome metrics count them instead.
-			level := slog.LevelDebug
-			if res.Outcome == Conflict {
-				level = slog.LevelWarn
+			// at high rates; the outcome metrics count them instead. An
+			// event that failed before says it recovered, at info, so a
+			// "will retry" warning always has its end in the log.
+			switch {
+			case res.Outcome == Conflict:
+				c.opts.Logger.Warn("event applied", attrs...)
+			case res.Outcome == Processed && ev.NumDelivered > 1:
+				c.opts.Logger.Info("event applied after retrying", "consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID,
+					"type", ev.Type, "seq", ev.StreamSeq, "attempts", ev.NumDelivered, "since_received", time.Since(ev.ReceivedAt).Round(time.Millisecond))
+			default:
+				c.opts.Logger.Debug("event applied", attrs...)
 			}
-			c.opts.Logger.Log(ctx, level, "event applied", attrs...)
 		default:
 			actions[i] = c.onFailure(ctx, ev, res.Err, attrs)
 		}
