@@ -305,8 +305,6 @@ func newList[T any](items []T, limit int, lastID int64) list[T] {
 	return out
 }
 
-var errNoJetStream = errors.New("no JetStream connection")
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // fingerprint is a short HMAC of token under a key drawn for this call:

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -64,20 +65,37 @@ func (h *Handler) getDeadLetter(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// requeueDeadLetter requeues one dead letter. One that a later event of
+// its ordering key has passed is refused (409, audited) unless the body
+// says {"out_of_order": true}.
 func (h *Handler) requeueDeadLetter(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "id")
 	if err != nil {
 		return err
 	}
-	if err := decode(r, &struct{}{}); err != nil {
+	var req struct {
+		OutOfOrder bool `json:"out_of_order"`
+	}
+	if err := decode(r, &req); err != nil {
 		return err
 	}
-	res, err := h.o.Ops.RequeueDeadLetter(r.Context(), id)
+	target := idTarget("dead-letter", id)
+	res, err := h.o.Ops.RequeueDeadLetter(r.Context(), id, ops.RequeueOptions{OutOfOrder: req.OutOfOrder})
+	var passed *ops.PassedError
+	if errors.As(err, &passed) {
+		h.audit(r, "dead-letter.requeue", target, "refused", "reason", "passed", "stream_seq", passed.StreamSeq,
+			"passed_by_event", passed.PassedBy.EventID, "passed_by_seq", passed.PassedBy.StreamSeq)
+		return httpError{http.StatusConflict, err.Error() + `; nothing was applied. To apply it anyway, after that event, send {"out_of_order": true}`}
+	}
 	if err != nil {
-		h.audit(r, "dead-letter.requeue", idTarget("dead-letter", id), "failed", "err", err.Error())
+		h.audit(r, "dead-letter.requeue", target, "failed", "err", err.Error())
 		return err
 	}
-	h.audit(r, "dead-letter.requeue", idTarget("dead-letter", id), res.Status, "stream_seq", res.StreamSeq, "outcome", res.Outcome)
+	attrs := []any{"stream_seq", res.StreamSeq, "outcome", res.Outcome}
+	if res.OutOfOrder {
+		attrs = append(attrs, "out_of_order", true, "passed_by_event", res.PassedBy.EventID, "passed_by_seq", res.PassedBy.StreamSeq)
+	}
+	h.audit(r, "dead-letter.requeue", target, res.Status, attrs...)
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -27,6 +27,9 @@ type replayRequest struct {
 	EventID     string `json:"event_id"`
 	DeadLetters bool   `json:"dead_letters"`
 	DryRun      *bool  `json:"dry_run"`
+	// OutOfOrder, with dead_letters, also applies the dead letters a later
+	// event of their ordering key has passed (left alone by default).
+	OutOfOrder bool `json:"out_of_order"`
 }
 
 // dryRunItems is how many messages a dry run's answer lists.
@@ -43,6 +46,10 @@ type dryRunItem struct {
 	// unresolved dead letters, and what the real run does with it.
 	DeadLetterID int64  `json:"dead_letter_id,omitempty"`
 	Note         string `json:"note,omitempty"`
+	// PassedBy: a later event of its ordering key applied after it;
+	// Skipped: the real run leaves it alone for that reason.
+	PassedBy *ops.PassedBy `json:"passed_by,omitempty"`
+	Skipped  bool          `json:"skipped,omitempty"`
 }
 
 type dryRunSummary struct {
@@ -50,10 +57,14 @@ type dryRunSummary struct {
 	ByType   map[string]int `json:"by_type"`
 	// ByOutcome counts what applying would do (new, duplicate, conflict…).
 	ByOutcome map[string]int `json:"by_outcome"`
-	// NewDeadLetters counts the new ones that are unresolved dead letters:
-	// the real run applies them again, and they fail again unless their
-	// cause was fixed.
+	// NewDeadLetters counts the new ones that are unresolved dead letters
+	// (passed ones aside): the real run applies them again, and they fail
+	// again unless their cause was fixed.
 	NewDeadLetters int `json:"new_dead_letters"`
+	// PassedDeadLetters counts the dead letters a later event of their
+	// ordering key has passed: the real run leaves them alone unless
+	// out_of_order is set (then it applies them after those events).
+	PassedDeadLetters int `json:"passed_dead_letters"`
 }
 
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
@@ -74,7 +85,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	sel := ops.ReplaySelectors{FromSeq: req.FromSeq, ToSeq: req.ToSeq, Since: since, Until: until, Type: req.Type,
-		EventID: req.EventID, DeadLetters: req.DeadLetters, DryRun: req.DryRun == nil || *req.DryRun}
+		EventID: req.EventID, DeadLetters: req.DeadLetters, DryRun: req.DryRun == nil || *req.DryRun, OutOfOrder: req.OutOfOrder}
 	// Checked before answering, so a wrong selector is a 400 rather than
 	// a failed job.
 	if _, err := h.o.Ops.ReplayOptions(req.Consumer, sel); err != nil {
@@ -92,13 +103,16 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 			sum.ByType[it.Type]++
 			sum.ByOutcome[it.Outcome.String()]++
 			note := notes(it)
-			if note != nil && it.Outcome == consumer.ReplayNew {
+			switch {
+			case note != nil && note.PassedBy != nil:
+				sum.PassedDeadLetters++
+			case note != nil && it.Outcome == consumer.ReplayNew:
 				sum.NewDeadLetters++
 			}
 			if len(items) < dryRunItems {
 				item := dryRunItem{StreamSeq: it.Seq, Source: it.Source, EventID: it.EventID, EventType: it.Type, Outcome: it.Outcome.String()}
 				if note != nil {
-					item.DeadLetterID, item.Note = note.DeadLetterID, note.Note
+					item.DeadLetterID, item.Note, item.PassedBy, item.Skipped = note.DeadLetterID, note.Note, note.PassedBy, note.Skipped
 				}
 				items = append(items, item)
 			}
@@ -111,7 +125,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 	}
 	job := h.jobs.start(req.Consumer, sel)
 	h.audit(r, "replay.start", "consumer/"+req.Consumer, "started", "job_id", job,
-		"from_seq", sel.FromSeq, "to_seq", sel.ToSeq, "type", sel.Type, "dead_letters", sel.DeadLetters)
+		"from_seq", sel.FromSeq, "to_seq", sel.ToSeq, "type", sel.Type, "dead_letters", sel.DeadLetters, "out_of_order", sel.OutOfOrder)
 	writeJSON(w, http.StatusAccepted, map[string]any{"job_id": job})
 	return nil
 }
@@ -135,7 +149,12 @@ type jobState struct {
 	Error    string `json:"error"`
 	// Summary counts the outcomes once the job has ended.
 	Summary *consumer.ReplaySummary `json:"summary,omitempty"`
-	Started time.Time               `json:"started_at"`
+	// SkippedPassed counts the dead letters the job left alone because a
+	// later event of their ordering key had passed them; SkippedPassedList
+	// names the first [dryRunItems] of them.
+	SkippedPassed     int                     `json:"skipped_passed"`
+	SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list,omitempty"`
+	Started           time.Time               `json:"started_at"`
 }
 
 // maxJobs is how many replay jobs are remembered; the oldest ended ones
@@ -174,10 +193,13 @@ func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
-		sum, err := j.run(name, sel, st)
+		res, err := j.run(name, sel, st)
+		sum := res.ReplaySummary
 		j.mu.Lock()
 		defer j.mu.Unlock()
 		st.Summary = &sum
+		st.SkippedPassed = len(res.SkippedPassed)
+		st.SkippedPassedList = res.SkippedPassed[:min(len(res.SkippedPassed), dryRunItems)]
 		st.Total = max(st.Total, uint64(st.Done))
 		switch {
 		case err != nil:
@@ -188,30 +210,24 @@ func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
 			st.State = "done"
 		}
 		j.log.Info("admin replay ended", "job_id", id, "consumer", name, "state", st.State, "selected", sum.Selected,
-			"processed", sum.Processed, "duplicate", sum.Duplicate, "failed", sum.Failed)
+			"processed", sum.Processed, "duplicate", sum.Duplicate, "failed", sum.Failed, "skipped_passed", st.SkippedPassed)
 	}()
 	return id
 }
 
-func (j *jobs) run(name string, sel ops.ReplaySelectors, st *jobState) (consumer.ReplaySummary, error) {
-	opts, err := j.ops.ReplayOptions(name, sel)
-	if err != nil {
-		return consumer.ReplaySummary{}, err
-	}
-	opts.Planned = func(n uint64) {
-		j.mu.Lock()
-		st.Total = n
-		j.mu.Unlock()
-	}
-	opts.Report = func(consumer.ReplayItem) {
-		j.mu.Lock()
-		st.Done++
-		j.mu.Unlock()
-	}
-	if j.ops.JS == nil {
-		return consumer.ReplaySummary{}, errNoJetStream
-	}
-	return consumer.Replay(j.ctx, j.ops.Pool, j.ops.JS, opts)
+func (j *jobs) run(name string, sel ops.ReplaySelectors, st *jobState) (ops.ReplayResult, error) {
+	return j.ops.ReplayWith(j.ctx, name, sel, ops.ReplayHooks{
+		Planned: func(n uint64) {
+			j.mu.Lock()
+			st.Total = n
+			j.mu.Unlock()
+		},
+		Report: func(consumer.ReplayItem) {
+			j.mu.Lock()
+			st.Done++
+			j.mu.Unlock()
+		},
+	})
 }
 
 // forgetOld drops the oldest ended jobs beyond maxJobs (j.mu held).

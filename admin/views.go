@@ -96,6 +96,12 @@ type deadLetterView struct {
 	ResolvedAt     *time.Time `json:"resolved_at"`
 	Resolution     *string    `json:"resolution"`
 	ResolutionNote *string    `json:"resolution_note,omitempty"`
+	// OrderingKey is the event's ordering key (null: its source has
+	// none). PassedBy is the later event of that key that applied after
+	// it (null: none has): requeueing it then applies it out of order,
+	// which needs {"out_of_order": true}.
+	OrderingKey *string       `json:"ordering_key"`
+	PassedBy    *ops.PassedBy `json:"passed_by"`
 }
 
 func viewDeadLetter(d ops.DeadLetter) deadLetterView {
@@ -103,6 +109,7 @@ func viewDeadLetter(d ops.DeadLetter) deadLetterView {
 		ID: d.ID, Consumer: d.Consumer, Source: d.Source, EventID: d.EventID, EventType: d.EventType, Subject: d.Subject,
 		StreamSeq: d.StreamSeq, Deliveries: d.Deliveries, Reason: d.Reason, LastError: d.LastError, DeadAt: d.DeadAt.UTC(),
 		ResolvedAt: utc(d.ResolvedAt), Resolution: nonEmpty(d.Resolution), ResolutionNote: nonEmpty(d.ResolutionNote),
+		OrderingKey: nonEmpty(d.OrderingKey), PassedBy: ops.Passed(d),
 	}
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,8 +16,9 @@ import (
 
 // DeadLettersRequeueCmd requeues one dead letter.
 type DeadLettersRequeueCmd struct {
-	ID   int64 `arg:"" help:"Dead letter id (from list)."`
-	JSON bool  `help:"Print JSON."`
+	ID         int64 `arg:"" help:"Dead letter id (from list)."`
+	OutOfOrder bool  `name:"out-of-order" help:"Apply it even though a later event of its ordering key has applied since (dead-letters show names it): it then applies after that event."`
+	JSON       bool  `help:"Print JSON."`
 	natsFlags
 	allFlags
 }
@@ -28,7 +30,11 @@ func (c *DeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime
 		return err
 	}
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
-		res, err := o.RequeueDeadLetter(ctx, c.ID)
+		res, err := o.RequeueDeadLetter(ctx, c.ID, ops.RequeueOptions{OutOfOrder: c.OutOfOrder})
+		if errors.Is(err, ops.ErrOutOfOrder) {
+			return fmt.Errorf("dead-letters requeue: %w; nothing was applied. To apply it anyway, after that event: "+
+				"hookbridge dead-letters requeue %d --out-of-order", err, c.ID)
+		}
 		if err != nil {
 			return fmt.Errorf("dead-letters requeue: %w", dbError(err))
 		}
@@ -38,6 +44,9 @@ func (c *DeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime
 		switch res.Status {
 		case ops.StatusRequeued:
 			fmt.Fprintf(rt.stdout, "dead letter %d requeued: seq %d %s, resolved\n", res.ID, res.StreamSeq, res.Outcome)
+			if res.OutOfOrder {
+				fmt.Fprintf(rt.stdout, "applied OUT OF ORDER: after %s, a later event of its ordering key\n", res.PassedBy)
+			}
 		default:
 			fmt.Fprintf(rt.stdout, "dead letter %d was already resolved; nothing changed\n", res.ID)
 		}

@@ -49,16 +49,29 @@ func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 			}
 			return writeJSON(rt.stdout, dls)
 		}
-		t := newTable(rt.stdout, "ID", "CONSUMER", "SEQ", "SOURCE", "EVENT ID", "TYPE", "DELIVERIES", "REASON", "DEAD AT", "RESOLVED", "LAST ERROR")
+		t := newTable(rt.stdout, "ID", "CONSUMER", "SEQ", "SOURCE", "EVENT ID", "TYPE", "DELIVERIES", "REASON", "DEAD AT", "RESOLVED", "PASSED", "LAST ERROR")
+		passed := 0
 		for _, d := range dls {
 			resolved := "-"
 			if d.ResolvedAt != nil {
 				resolved = fmtTime(*d.ResolvedAt)
 			}
+			mark := "-"
+			if pb := ops.Passed(d); pb != nil {
+				mark = fmt.Sprintf("by seq %d", pb.StreamSeq)
+				passed++
+			}
 			t.row(fmt.Sprint(d.ID), d.Consumer, fmt.Sprint(d.StreamSeq), d.Source, d.EventID, d.EventType,
-				fmt.Sprint(d.Deliveries), d.Reason, fmtTime(d.DeadAt), resolved, clip(d.LastError, 60))
+				fmt.Sprint(d.Deliveries), d.Reason, fmtTime(d.DeadAt), resolved, mark, clip(d.LastError, 60))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if passed > 0 {
+			fmt.Fprintf(rt.stdout, "PASSED: a later event of the ordering key applied after %d of these; requeueing one applies it out of order "+
+				"and needs --out-of-order (dead-letters show ID names the event)\n", passed)
+		}
+		return nil
 	})
 }
 
@@ -88,13 +101,30 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		if d.ResolvedAt != nil {
 			resolved = fmtTime(*d.ResolvedAt) + " (" + d.Resolution + ")"
 		}
-		return printRecord(rt.stdout, [][2]string{
+		return printRecord(rt.stdout, append([][2]string{
 			{"id", fmt.Sprint(d.ID)}, {"consumer", d.Consumer}, {"source", d.Source}, {"event id", d.EventID},
 			{"type", d.EventType}, {"subject", d.Subject}, {"stream seq", fmt.Sprint(d.StreamSeq)},
 			{"deliveries", fmt.Sprint(d.Deliveries)}, {"reason", d.Reason}, {"dead at", fmtTime(d.DeadAt)},
-			{"resolved", resolved}, {"last error", d.LastError},
-		}, body)
+			{"resolved", resolved}}, append(orderingFields(d), [2]string{"last error", d.LastError})...), body)
 	})
+}
+
+// orderingFields are the ordering key of a keyed dead letter and, once a
+// later event of that key applied, which one and when.
+func orderingFields(d consumer.DeadLetter) [][2]string {
+	if d.OrderingKey == "" {
+		return nil
+	}
+	out := [][2]string{{"ordering key", d.OrderingKey}}
+	pb := ops.Passed(d)
+	if pb == nil {
+		return append(out, [2]string{"passed", "no: no later event of its key has applied"})
+	}
+	passed := fmt.Sprintf("by %s, a later event of its key", pb)
+	if d.ResolvedAt == nil {
+		passed += ": requeueing it now applies it out of order (needs --out-of-order)"
+	}
+	return append(out, [2]string{"passed", passed})
 }
 
 // ConflictsCmd inspects hookbridge.conflicts.

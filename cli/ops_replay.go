@@ -23,6 +23,7 @@ type ReplayCmd struct {
 	Type        string `help:"Only this event type."`
 	EventID     string `name:"event-id" help:"Only this event id."`
 	DeadLetters bool   `name:"dead-letters" help:"Replay the consumer's unresolved dead letters (narrowed by the other selectors)."`
+	OutOfOrder  bool   `name:"out-of-order" help:"With --dead-letters: also apply the dead letters a later event of their ordering key has passed (left alone, counted and listed by default); each applies after that event."`
 	DryRun      bool   `name:"dry-run" help:"Report per message what would happen (new, duplicate, conflict) without applying."`
 	JSON        bool   `help:"Print one JSON object per line: each message as it is handled (all of a dry run, else those that did not apply), then {\"summary\": ...}."`
 	natsFlags
@@ -45,8 +46,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	}
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		o.Logger = app.NewLogger(cfg, io.Discard) // the summary is the output
-		opts, err := o.ReplayOptions(c.Consumer, sel)
-		if err != nil {
+		if _, err := o.ReplayOptions(c.Consumer, sel); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 		out := newReplayPrinter(rt.stdout, c.JSON)
@@ -57,23 +57,24 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		}
 		prog := startProgress(rt.stderr)
 		defer prog.stop()
-		opts.Planned = prog.planned
-		opts.Report = func(it consumer.ReplayItem) {
-			prog.add()
-			if c.DryRun || !ops.Applied(it.Outcome) {
-				out.item(it)
-			}
-		}
-		sum, err := consumer.Replay(ctx, o.Pool, o.JS, opts)
+		res, err := o.ReplayWith(ctx, c.Consumer, sel, ops.ReplayHooks{
+			Planned: prog.planned,
+			Report: func(it consumer.ReplayItem) {
+				prog.add()
+				if c.DryRun || !ops.Applied(it.Outcome) {
+					out.item(it)
+				}
+			},
+		})
 		prog.stop()
 		if err != nil {
-			return fmt.Errorf("replay: %w", dbError(err))
+			return dbError(err)
 		}
-		if err := out.summary(sum); err != nil {
+		if err := out.summary(res); err != nil {
 			return err
 		}
-		if sum.Failed > 0 {
-			return fmt.Errorf("replay: %d event(s) failed; see the list above", sum.Failed)
+		if res.Failed > 0 {
+			return fmt.Errorf("replay: %d event(s) failed; see the list above", res.Failed)
 		}
 		return nil
 	})
@@ -90,7 +91,7 @@ func (c *ReplayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
 		return ops.ReplaySelectors{}, fmt.Errorf("--until: %w", err)
 	}
 	return ops.ReplaySelectors{FromSeq: c.FromSeq, ToSeq: c.ToSeq, Since: since, Until: until, Type: c.Type,
-		EventID: c.EventID, DeadLetters: c.DeadLetters, DryRun: c.DryRun}, nil
+		EventID: c.EventID, DeadLetters: c.DeadLetters, DryRun: c.DryRun, OutOfOrder: c.OutOfOrder}, nil
 }
 
 // replayPrinter prints a replay's items as they come, so a replay of
@@ -104,9 +105,12 @@ type replayPrinter struct {
 	header bool
 	rows   int
 	// notes, in a dry run, says which messages are dead letters and what
-	// the real run does with them; newDLs counts those the inbox calls new.
-	notes  func(consumer.ReplayItem) *ops.DryRunNote
-	newDLs int
+	// the real run does with them; newDLs counts those the inbox calls new,
+	// passedDLs those a later event of their ordering key has passed.
+	notes     func(consumer.ReplayItem) *ops.DryRunNote
+	newDLs    int
+	passedDLs int
+	skipsDLs  bool // the real run leaves the passed ones alone
 }
 
 func newReplayPrinter(w io.Writer, asJSON bool) *replayPrinter {
@@ -125,7 +129,12 @@ type replayLine struct {
 func (p *replayPrinter) item(it consumer.ReplayItem) {
 	var note *ops.DryRunNote
 	if p.notes != nil {
-		if note = p.notes(it); note != nil && it.Outcome == consumer.ReplayNew {
+		note = p.notes(it)
+		switch {
+		case note != nil && note.PassedBy != nil:
+			p.passedDLs++
+			p.skipsDLs = note.Skipped
+		case note != nil && it.Outcome == consumer.ReplayNew:
 			p.newDLs++
 		}
 	}
@@ -145,15 +154,27 @@ func (p *replayPrinter) item(it consumer.ReplayItem) {
 	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome, last)
 }
 
-func (p *replayPrinter) summary(s consumer.ReplaySummary) error {
+// skippedLine is one dead letter a replay left alone, in --json.
+type skippedLine struct {
+	Skipped ops.SkippedDeadLetter `json:"skipped_passed"`
+}
+
+func (p *replayPrinter) summary(res ops.ReplayResult) error {
+	s := res.ReplaySummary
 	if p.json {
-		if err := p.enc.Encode(map[string]consumer.ReplaySummary{"summary": s}); err != nil {
+		for _, d := range res.SkippedPassed {
+			_ = p.enc.Encode(skippedLine{d}) // a closed stdout shows in the summary's write
+		}
+		if err := p.enc.Encode(map[string]ops.ReplayResult{"summary": res}); err != nil {
 			return fmt.Errorf("write summary: %w", err)
 		}
 		return nil
 	}
 	if p.rows > 0 {
 		fmt.Fprintln(p.w)
+	}
+	if err := p.skipped(res.SkippedPassed); err != nil {
+		return err
 	}
 	mode := "replayed"
 	if s.DryRun {
@@ -164,12 +185,41 @@ func (p *replayPrinter) summary(s consumer.ReplaySummary) error {
 	for _, row := range summaryRows(s) {
 		t.row(row.name, fmt.Sprint(row.n))
 	}
+	if len(res.SkippedPassed) > 0 {
+		t.row("skipped: passed", fmt.Sprint(len(res.SkippedPassed)))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	if p.newDLs > 0 {
 		fmt.Fprintf(p.w, "%d of the new are dead letters: the real run applies them again, and each fails again unless its cause was fixed (dead-letters show ID)\n", p.newDLs)
 	}
+	switch {
+	case p.passedDLs > 0 && p.skipsDLs:
+		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run leaves them alone (--out-of-order applies them after those events)\n", p.passedDLs)
+	case p.passedDLs > 0:
+		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run applies them after those events, out of order\n", p.passedDLs)
+	}
+	return nil
+}
+
+// skipped lists the dead letters a replay left alone because a later
+// event of their ordering key had passed them, and how to apply them.
+func (p *replayPrinter) skipped(ds []ops.SkippedDeadLetter) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	fmt.Fprintf(p.w, "SKIPPED: %d dead letter(s) a later event of their ordering key has passed; applying one now applies it after that event. "+
+		"Apply them with --out-of-order, or one with `dead-letters requeue ID --out-of-order`, or discard them\n", len(ds))
+	t := newTable(p.w, "DEAD LETTER", "SEQ", "SOURCE", "EVENT ID", "TYPE", "PASSED BY", "PASSED BY SEQ", "PASSED AT")
+	for _, d := range ds {
+		t.row(fmt.Sprint(d.ID), fmt.Sprint(d.StreamSeq), d.Source, d.EventID, d.EventType, d.PassedBy.EventID,
+			fmt.Sprint(d.PassedBy.StreamSeq), fmtTime(d.PassedBy.At))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(p.w)
 	return nil
 }
 

@@ -61,6 +61,18 @@ type RequeueResult struct {
 	// Outcome is the apply's outcome (processed, or duplicate when the
 	// effect was there already); empty when nothing was re-delivered.
 	Outcome string `json:"outcome,omitempty"`
+	// OutOfOrder says the event was applied after a later event of its
+	// ordering key (PassedBy): the operator asked for it, or the later
+	// event applied while the requeue ran.
+	OutOfOrder bool      `json:"out_of_order,omitempty"`
+	PassedBy   *PassedBy `json:"passed_by,omitempty"`
+}
+
+// RequeueOptions are the operator's choices for one requeue.
+type RequeueOptions struct {
+	// OutOfOrder applies a dead letter even when a later event of its
+	// ordering key has applied since it was dead-lettered.
+	OutOfOrder bool
 }
 
 // RequeueDeadLetter re-delivers one dead letter's message, read back from
@@ -69,8 +81,10 @@ type RequeueResult struct {
 // resolved "requeued" once its event applied (or was applied before). A
 // resolved row is left alone: a second requeue changes nothing. When
 // the event fails again the row stays unresolved with the new error and
-// the error wraps [ErrNotApplied].
-func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, error) {
+// the error wraps [ErrNotApplied]. A dead letter that a later event of
+// its ordering key has passed is refused with a [*PassedError] (nothing
+// is applied) unless opts.OutOfOrder is set.
+func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptions) (RequeueResult, error) {
 	d, err := o.GetDeadLetter(ctx, id)
 	if err != nil {
 		return RequeueResult{}, err
@@ -79,18 +93,15 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, e
 	if d.ResolvedAt != nil {
 		return res, nil
 	}
+	if pb := Passed(d); pb != nil && !opts.OutOfOrder {
+		return RequeueResult{}, &PassedError{ID: id, StreamSeq: d.StreamSeq, PassedBy: *pb}
+	}
 	if o.JS == nil {
 		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, errNoJetStream)
 	}
-	opts, err := o.ReplayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
+	item, err := o.requeueApply(ctx, d)
 	if err != nil {
-		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, err)
-	}
-	opts.Resolution = consumer.ResolutionRequeued
-	var item *consumer.ReplayItem
-	opts.Report = func(it consumer.ReplayItem) { item = &it }
-	if _, err := consumer.Replay(ctx, o.Pool, o.JS, opts); err != nil {
-		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, err)
+		return RequeueResult{}, err
 	}
 	if item == nil {
 		// Resolved between the read and the apply: by another requeue or
@@ -103,6 +114,7 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, e
 	switch {
 	case item.Resolved:
 		res.Status = StatusRequeued
+		o.notePassed(ctx, d, item.Outcome, &res)
 		return res, nil
 	case Applied(item.Outcome):
 		// Applied, but the row was not resolved (it cannot be while the
@@ -116,6 +128,40 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64) (RequeueResult, e
 			msg += ": " + item.Error
 		}
 		return res, fmt.Errorf("requeue dead letter %d: %s: %w", id, msg, ErrNotApplied)
+	}
+}
+
+// requeueApply replays d's message alone and returns what became of it
+// (nil: the row was resolved meanwhile, nothing was applied).
+func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*consumer.ReplayItem, error) {
+	opts, err := o.ReplayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
+	if err != nil {
+		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
+	}
+	opts.Resolution = consumer.ResolutionRequeued
+	var item *consumer.ReplayItem
+	opts.Report = func(it consumer.ReplayItem) { item = &it }
+	if _, err := consumer.Replay(ctx, o.Pool, o.JS, opts); err != nil {
+		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
+	}
+	return item, nil
+}
+
+// notePassed says in res whether the requeued keyed event d applied after
+// a later event of its key. The row is read again: the later event may
+// have applied, and marked it, while the requeue ran.
+func (o *Ops) notePassed(ctx context.Context, d DeadLetter, outcome consumer.Outcome, res *RequeueResult) {
+	if d.OrderingKey == "" || outcome != consumer.Processed {
+		return
+	}
+	pb := Passed(d)
+	if pb == nil {
+		if now, err := o.GetDeadLetter(ctx, d.ID); err == nil {
+			pb = Passed(now)
+		}
+	}
+	if pb != nil {
+		res.OutOfOrder, res.PassedBy = true, pb
 	}
 }
 

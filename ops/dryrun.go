@@ -13,6 +13,11 @@ import (
 type DryRunNote struct {
 	DeadLetterID int64  `json:"dead_letter_id"`
 	Note         string `json:"note"`
+	// PassedBy is the later event of its ordering key that applied after
+	// it; Skipped says the real run leaves it alone for that reason (a
+	// `--dead-letters` run without --out-of-order).
+	PassedBy *PassedBy `json:"passed_by,omitempty"`
+	Skipped  bool      `json:"skipped,omitempty"`
 }
 
 // DryRunNotes reads the consumer's unresolved dead letters in the range
@@ -37,8 +42,25 @@ func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors)
 		if !ok || d.Source != it.Source || d.EventID != it.EventID {
 			return nil
 		}
-		return &DryRunNote{DeadLetterID: d.ID, Note: dryRunNote(d, it.Outcome)}
+		note := &DryRunNote{DeadLetterID: d.ID, Note: dryRunNote(d, it.Outcome)}
+		if pb := Passed(d); pb != nil && it.Outcome == consumer.ReplayNew {
+			note.PassedBy = pb
+			note.Skipped = sel.DeadLetters && !sel.OutOfOrder
+			note.Note = passedNote(d, *pb, note.Skipped)
+		}
+		return note
 	}, nil
+}
+
+// passedNote says what the real run does with dead letter d, which the
+// later event pb of its ordering key has passed.
+func passedNote(d consumer.DeadLetter, pb PassedBy, skipped bool) string {
+	if skipped {
+		return fmt.Sprintf("dead letter %d, passed by a later event of its ordering key, %s: the real run leaves it alone "+
+			"(--out-of-order applies it after that event)", d.ID, pb)
+	}
+	return fmt.Sprintf("dead letter %d, passed by a later event of its ordering key, %s: the real run applies it after that event, out of order",
+		d.ID, pb)
 }
 
 // dryRunNote says what the real run does with dead letter d, whose

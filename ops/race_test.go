@@ -92,7 +92,7 @@ func TestDiscardDuringRequeue(t *testing.T) {
 	}
 	rq := make(chan requeued, 1)
 	go func() {
-		res, err := e.ops.RequeueDeadLetter(ctx, id)
+		res, err := e.ops.RequeueDeadLetter(ctx, id, ops.RequeueOptions{})
 		rq <- requeued{res, err}
 	}()
 	e.waitEntered(t)
@@ -152,7 +152,7 @@ func TestConcurrentRequeuesApplyOnce(t *testing.T) {
 	rq := make(chan requeued, 2)
 	for range 2 {
 		go func() {
-			res, err := e.ops.RequeueDeadLetter(ctx, id)
+			res, err := e.ops.RequeueDeadLetter(ctx, id, ops.RequeueOptions{})
 			rq <- requeued{res, err}
 		}()
 	}
@@ -198,7 +198,7 @@ func TestRequeueResolvesOnlyItsOwnRowAtASequence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.ops.RequeueDeadLetter(ctx, id)
+	res, err := e.ops.RequeueDeadLetter(ctx, id, ops.RequeueOptions{})
 	if err != nil || res.Status != ops.StatusRequeued {
 		t.Fatalf("requeue = %+v, %v", res, err)
 	}

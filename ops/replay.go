@@ -22,6 +22,10 @@ type ReplaySelectors struct {
 	DeadLetters bool
 	// DryRun reports per message what would happen, writing nothing.
 	DryRun bool
+	// OutOfOrder, with DeadLetters, also applies the dead letters that a
+	// later event of their ordering key has passed; without it they are
+	// left alone, counted and listed ([ReplayResult]).
+	OutOfOrder bool
 }
 
 // ReplayOptions resolves the consumer's handler and subscription, as
@@ -36,6 +40,8 @@ func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (consumer.ReplayOp
 		return consumer.ReplayOptions{}, fmt.Errorf("from-seq %d is after to-seq %d: %w", sel.FromSeq, sel.ToSeq, ErrInvalid)
 	case !sel.Since.IsZero() && !sel.Until.IsZero() && !sel.Since.Before(sel.Until):
 		return consumer.ReplayOptions{}, fmt.Errorf("since is not before until: %w", ErrInvalid)
+	case sel.OutOfOrder && !sel.DeadLetters:
+		return consumer.ReplayOptions{}, fmt.Errorf("out of order goes with dead letters only (a range replay applies every message of its range): %w", ErrInvalid)
 	case sel.Type != "" && !sel.DeadLetters && !slices.Contains(c.EventTypes, sel.Type):
 		return consumer.ReplayOptions{}, fmt.Errorf("consumer %s does not receive event type %q: %w", c.Name, sel.Type, ErrInvalid)
 	}
@@ -58,23 +64,56 @@ func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (consumer.ReplayOp
 }
 
 // Replay re-delivers the selected messages of HOOKS to the consumer
-// through its inbox ([consumer.Replay]); report, when set, is called for
+// through its inbox ([Ops.ReplayWith]); report, when set, is called for
 // every selected message as it is handled, so callers can stream items
 // instead of holding them.
 func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, report func(consumer.ReplayItem)) (consumer.ReplaySummary, error) {
+	res, err := o.ReplayWith(ctx, name, sel, ReplayHooks{Report: report})
+	return res.ReplaySummary, err
+}
+
+// ReplayHooks follow a running replay.
+type ReplayHooks struct {
+	// Report is called for every selected message as it is handled.
+	Report func(consumer.ReplayItem)
+	// Planned is called once, before the first message, with how many
+	// messages the replay reads at most.
+	Planned func(n uint64)
+}
+
+// ReplayResult is what a replay did: the outcomes, and the dead letters
+// a `--dead-letters` replay left alone because a later event of their
+// ordering key had passed them (see [ReplaySelectors.OutOfOrder]).
+type ReplayResult struct {
+	consumer.ReplaySummary
+	SkippedPassed []SkippedDeadLetter `json:"skipped_passed"`
+}
+
+// ReplayWith re-delivers the selected messages of HOOKS to the consumer
+// through its inbox ([consumer.Replay]), calling hooks as it goes. A
+// real `--dead-letters` replay without OutOfOrder leaves the dead letters
+// a later event of their key has passed alone (ReplayResult.SkippedPassed)
+// and applies the others, each narrowed to its own message as a requeue
+// does; a dry run reads them all (see [Ops.DryRunNotes]).
+func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, hooks ReplayHooks) (ReplayResult, error) {
+	res := ReplayResult{ReplaySummary: consumer.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
 	if o.JS == nil {
-		return consumer.ReplaySummary{}, fmt.Errorf("replay: %w", errNoJetStream)
+		return res, fmt.Errorf("replay: %w", errNoJetStream)
 	}
 	opts, err := o.ReplayOptions(name, sel)
 	if err != nil {
-		return consumer.ReplaySummary{}, fmt.Errorf("replay: %w", err)
+		return res, fmt.Errorf("replay: %w", err)
 	}
-	opts.Report = report
+	opts.Report, opts.Planned = hooks.Report, hooks.Planned
+	if sel.DeadLetters && !sel.DryRun && !sel.OutOfOrder {
+		return o.replayInOrder(ctx, opts, res)
+	}
 	sum, err := consumer.Replay(ctx, o.Pool, o.JS, opts)
+	res.ReplaySummary = sum
 	if err != nil {
-		return sum, fmt.Errorf("replay: %w", err)
+		return res, fmt.Errorf("replay: %w", err)
 	}
-	return sum, nil
+	return res, nil
 }
 
 // Applied reports whether a replay outcome means the event's effect is in
