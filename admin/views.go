@@ -70,6 +70,33 @@ type ConsumerStatus struct {
 	Paused       bool   `json:"paused"`
 	// Orphaned marks a durable on HOOKS no configured consumer owns.
 	Orphaned bool `json:"orphaned"`
+	// Partitions are a keyed consumer's partition durables (the counts
+	// above include theirs) and Members the instances serving them; both
+	// absent for a consumer without an ordering key.
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Members    []MemberStatus    `json:"members,omitempty"`
+}
+
+// PartitionStatus is one partition of a keyed consumer.
+type PartitionStatus struct {
+	Partition  int    `json:"partition"`
+	Pending    uint64 `json:"pending"`
+	AckPending int    `json:"ack_pending"`
+	// Pinned says whether an instance holds the partition now; a
+	// partition with a backlog and no pin is applied by nobody.
+	Pinned bool `json:"pinned"`
+}
+
+// MemberStatus is one instance serving a keyed consumer's partitions.
+type MemberStatus struct {
+	ID         string    `json:"id"`
+	Host       string    `json:"host"`
+	PID        int       `json:"pid"`
+	Started    time.Time `json:"started"`
+	Partitions []int     `json:"partitions"`
+	// Backlog is the messages of its partitions not applied yet (pending
+	// and ack pending): its lag.
+	Backlog uint64 `json:"backlog"`
 }
 
 // OutboxStatus counts the outbox rows.

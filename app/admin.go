@@ -71,9 +71,7 @@ func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jet
 		out.Streams = append(out.Streams, ss)
 	}
 	for _, c := range st.Consumers {
-		out.Consumers = append(out.Consumers, admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
-			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, Retrying: st.RetryingByConsumer[c.Name],
-			DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned})
+		out.Consumers = append(out.Consumers, adminConsumer(c, st.RetryingByConsumer[c.Name]))
 	}
 	out.Retrying, out.RetryingByConsumer = []admin.RetryingEvent{}, st.RetryingByConsumer
 	for _, f := range st.Retrying {
@@ -84,6 +82,27 @@ func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jet
 		out.Ready = ready(ctx)
 	}
 	return out, nil
+}
+
+// adminConsumer is one consumer of the overview as the admin API shows
+// it, with a keyed consumer's partitions and members.
+func adminConsumer(c ConsumerStatus, retrying int64) admin.ConsumerStatus {
+	out := admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
+		AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, Retrying: retrying,
+		DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned}
+	for _, p := range c.Partitions {
+		out.Partitions = append(out.Partitions, admin.PartitionStatus{Partition: p.Partition, Pending: p.NumPending,
+			AckPending: p.NumAckPending, Pinned: p.Pinned})
+	}
+	for _, m := range c.Members {
+		partitions := m.Partitions
+		if partitions == nil {
+			partitions = []int{}
+		}
+		out.Members = append(out.Members, admin.MemberStatus{ID: m.ID, Host: m.Host, PID: m.PID, Started: m.Started.UTC(),
+			Partitions: partitions, Backlog: m.Backlog})
+	}
+	return out
 }
 
 // startAdmin listens on admin_addr and returns the function that serves

@@ -221,6 +221,11 @@ func (st *Status) ReadJetStream(ctx context.Context, js jetstream.JetStream) err
 		return fmt.Errorf("list streams: %w", err)
 	}
 	for _, s := range st.Streams {
+		if s.Name == stream.MembersStream {
+			// Its consumers are the members' own watches of the bucket,
+			// ephemeral and named at random: not the deployment's state.
+			continue
+		}
 		if err := st.readConsumers(ctx, js, s.Name); err != nil {
 			return err
 		}

@@ -418,7 +418,7 @@
     );
 
     refresh($("ov-consumers"), table(null, [
-      { label: "Consumer", cell: (c) => el("strong", { text: c.name }) },
+      { label: "Consumer", cell: (c) => [el("strong", { text: c.name }), keyedLine(c)] },
       { label: "Pending", num: true, cell: (c) => num(c.pending) },
       { label: "Ack pending", num: true, cell: (c) => num(c.ack_pending) },
       { label: "Redelivered", num: true, cell: (c) => num(c.redelivered) },
@@ -429,6 +429,7 @@
       { label: "State", cell: consumerState },
       { label: "Action", cell: consumerAction },
     ], st.consumers, "No consumers are configured.", (c) => ({ "data-consumer": c.name })));
+    refresh($("ov-keyed"), keyedDetails(st));
     refresh($("ov-orphans-hint"), (st.orphaned_durables || []).length ? el("p", { class: "hint" },
       "An orphaned durable belongs to no configured consumer (one taken out of the configuration). HOOKS keeps every message " +
       "it has not acked, so nothing after it is ever trimmed and the stream fills. Delete it once you are sure no consumer " +
@@ -462,6 +463,73 @@
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
     refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
+  }
+
+  // ---- keyed consumers: partitions and members --------------------------
+
+  // openKeyed holds the keyed consumers whose detail is open, and
+  // openParts those whose partition list is; both survive the overview's
+  // refreshes.
+  const openKeyed = new Set();
+  const openParts = new Set();
+
+  function backlog(p) {
+    return (p.pending || 0) + (p.ack_pending || 0);
+  }
+
+  function partitionsText(c) {
+    const parts = c.partitions || [];
+    const members = c.members || [];
+    return num(parts.length) + " partitions, " + num(parts.filter((p) => p.pinned).length) + " pinned; " +
+      num(members.length) + " member" + (members.length === 1 ? "" : "s");
+  }
+
+  // keyedLine is the short line under a keyed consumer's name.
+  function keyedLine(c) {
+    if (!(c.partitions || []).length) return null;
+    return el("span", { class: "cell-sub", text: "keyed: " + partitionsText(c) });
+  }
+
+  // remember keeps a details element's open state in set across refreshes.
+  function remember(set, key) {
+    return (ev) => { if (ev.currentTarget.open) set.add(key); else set.delete(key); };
+  }
+
+  // keyedDetails shows, per keyed consumer, the instances serving it
+  // (each with its partitions and backlog: its lag) and every partition
+  // with its backlog and whether an instance holds it. A partition is
+  // pinned to one instance from its first delivery on, so an idle one may
+  // show no pin; one with a backlog and no pin is applied by nobody.
+  function keyedDetails(st) {
+    return (st.consumers || []).filter((c) => (c.partitions || []).length).map((c) => {
+      const members = c.members || [];
+      const owner = {};
+      for (const m of members) for (const p of m.partitions || []) owner[p] = m;
+      const waiting = c.partitions.filter((p) => backlog(p) > 0);
+      const stranded = c.paused ? [] : waiting.filter((p) => !p.pinned).map((p) => p.partition);
+      return el("details", { class: "keyed", "data-consumer": c.name, open: openKeyed.has(c.name), ontoggle: remember(openKeyed, c.name) },
+        el("summary", null, el("strong", { text: c.name }), " — " + partitionsText(c)),
+        stranded.length ? el("p", { class: "warning", "data-stranded": stranded.join(","), text: "Partition" + (stranded.length === 1 ? " " : "s ") +
+          stranded.join(", ") + (stranded.length === 1 ? " has" : " have") + " a backlog and no instance holding it right now. " +
+          "A member takes a partition over within about 15 s of the last one leaving; if this stays, check the members below." }) : null,
+        table("Members: the instances running " + c.name, [
+          { label: "Host", cell: (m) => m.host },
+          { label: "PID", num: true, cell: (m) => String(m.pid) },
+          { label: "Partitions", num: true, cell: (m) => num((m.partitions || []).length) },
+          { label: "Serves", cell: (m) => (m.partitions || []).join(", ") },
+          { label: "Backlog", num: true, cell: (m) => num(m.backlog) },
+          { label: "Started", cell: (m) => time(m.started) },
+        ], members, "No instance runs " + c.name + " now: its keyed events wait in their partitions.", (m) => ({ "data-member": m.id })),
+        el("details", { class: "partitions", open: openParts.has(c.name), ontoggle: remember(openParts, c.name) },
+          el("summary", { text: "Partitions: " + num(c.partitions.length) + ", " + num(waiting.length) + " with a backlog" }),
+          table(null, [
+            { label: "Partition", num: true, cell: (p) => String(p.partition) },
+            { label: "Pending", num: true, cell: (p) => num(p.pending) },
+            { label: "Ack pending", num: true, cell: (p) => num(p.ack_pending) },
+            { label: "Pinned", cell: (p) => p.pinned ? badge("pinned", "ok") : badge("not pinned", backlog(p) > 0 && !c.paused ? "bad" : "") },
+            { label: "Member", cell: (p) => owner[p.partition] ? owner[p.partition].host + " (pid " + owner[p.partition].pid + ")" : "none" },
+          ], c.partitions, null, (p) => ({ "data-partition": p.partition }))));
+    });
   }
 
   function consumerState(c) {
@@ -556,8 +624,14 @@
   // ---- dead letters ------------------------------------------------------
 
   function deadLetterStatus(d) {
-    if (!d.resolved_at) return badge("unresolved", "bad");
+    if (!d.resolved_at) return [badge("unresolved", "bad"), d.passed_by ? [" ", badge("passed", "warn")] : null];
     return badge(d.resolution || "resolved", "ok");
+  }
+
+  // passedText says which later event of a dead letter's ordering key
+  // applied after it, and when.
+  function passedText(pb) {
+    return pb.event_id + " (stream seq " + num(pb.stream_seq) + ")";
   }
 
   async function renderDeadLetters(args, params, gen) {
@@ -635,10 +709,15 @@
     if (stale(gen)) return;
     const actions = [];
     if (!d.resolved_at) {
+      const pb = d.passed_by;
       actions.push(el("div", { class: "action" },
         el("h3", { text: "Requeue" }),
         el("p", { class: "hint", text: "Re-delivers this event through the stream to " + d.consumer + ", once. Fix its cause first, or it fails again." }),
-        el("button", { type: "button", id: "dl-requeue", onclick: (ev) => requeueDeadLetter(ev.currentTarget, d.id) }, "Requeue event")));
+        pb ? el("p", { class: "warning", id: "dl-requeue-warning" }, "A later event of its ordering key, ", el("code", { text: pb.event_id }),
+          " (stream seq " + num(pb.stream_seq) + "), applied ", time(pb.at),
+          ". Requeueing this one now applies it after that event: out of order. The button asks you to confirm.") : null,
+        el("button", { type: "button", id: "dl-requeue", "data-passed": pb ? "true" : null,
+          onclick: (ev) => pb ? armRequeue(ev.currentTarget, d.id, pb) : requeueDeadLetter(ev.currentTarget, d.id, false) }, "Requeue event")));
       const reason = el("input", { id: "dl-discard-reason", name: "reason", required: true, placeholder: "e.g. test event, sender resent it" });
       actions.push(el("form", { class: "action", id: "dl-discard-form", onsubmit: (ev) => { ev.preventDefault(); discardDeadLetter(ev.currentTarget, d.id, reason.value.trim()); } },
         el("h3", { text: "Discard" }),
@@ -659,6 +738,10 @@
         ["Deliveries", num(d.deliveries)],
         ["Reason", d.reason],
         ["Dead since", time(d.dead_at)],
+        d.ordering_key ? ["Ordering key", el("code", { id: "dl-ordering-key", text: d.ordering_key })] : null,
+        d.ordering_key ? ["Passed by", d.passed_by
+          ? el("span", { id: "dl-passed-by" }, link(eventHref(d.source, d.passed_by.event_id), passedText(d.passed_by)), ", applied ", time(d.passed_by.at))
+          : el("span", { id: "dl-passed-by", text: "no later event of its key has applied" })] : null,
         d.resolved_at ? ["Resolved", el("span", null, time(d.resolved_at), " — ", d.resolution || "")] : null,
         ["Life of this event", link(eventHref(d.source, d.event_id), "Look up " + d.event_id)],
       ]),
@@ -671,16 +754,35 @@
     return el("p", { class: "back" }, el("a", { href, text: "← " + text }));
   }
 
-  async function requeueDeadLetter(button, id) {
+  // armRequeue is the first click on Requeue of a dead letter a later
+  // event of its key has passed: it asks for an explicit second click,
+  // which applies it out of order.
+  function armRequeue(button, id, pb) {
+    button.textContent = "Confirm: apply out of order, after " + pb.event_id;
+    button.className = "danger";
+    button.setAttribute("aria-describedby", "dl-requeue-warning");
+    button.onclick = null;
+    const armed = button.cloneNode(true);
+    armed.addEventListener("click", () => requeueDeadLetter(armed, id, true));
+    button.replaceWith(armed);
+    armed.focus();
+  }
+
+  async function requeueDeadLetter(button, id, outOfOrder) {
     button.disabled = true;
     try {
-      const r = await post("dead-letters/" + encodeURIComponent(id) + "/requeue", {});
-      flash(r.status === "requeued"
+      const r = await post("dead-letters/" + encodeURIComponent(id) + "/requeue", outOfOrder ? { out_of_order: true } : {});
+      let msg = r.status === "requeued"
         ? "Dead letter " + r.id + " requeued: stream message " + r.stream_seq + " re-delivered" + (r.outcome ? " (" + r.outcome + ")" : "") + "."
-        : "Dead letter " + r.id + " was already resolved; nothing changed.");
+        : "Dead letter " + r.id + " was already resolved; nothing changed.";
+      if (r.out_of_order && r.passed_by) msg += " Applied out of order, after " + passedText(r.passed_by) + ".";
+      flash(msg);
     } catch (e) {
       flash("Requeue failed: " + errText(e), "error");
-      button.disabled = false;
+      // A refusal because a later event passed it meanwhile: show the
+      // page again, with the warning and the confirmation.
+      if (e.status === 409 && current === "dead-letters") renderDeadLetter(id, generation);
+      else button.disabled = false;
       return;
     }
     if (current === "dead-letters") renderDeadLetter(id, generation);
@@ -941,8 +1043,15 @@
       if (v !== "") r[key] = v;
     }
     if ($("rp-dead").checked) r.dead_letters = true;
+    if ($("rp-dead").checked && $("rp-out-of-order").checked) r.out_of_order = true;
     return r;
   }
+
+  // The override applies to dead letters only.
+  $("rp-dead").addEventListener("change", () => {
+    $("rp-out-of-order").disabled = !$("rp-dead").checked;
+    if (!$("rp-dead").checked) $("rp-out-of-order").checked = false;
+  });
 
   async function renderReplay(args, params, gen) {
     const sel = $("rp-consumer");
@@ -994,6 +1103,8 @@
     const byOutcome = Object.entries(sum.by_outcome || {}).sort((x, y) => y[1] - x[1]);
     const items = r.items || [];
     const outcomes = items.some((i) => i.outcome);
+    const skips = req.dead_letters && !req.out_of_order;
+    const toApply = (sum.messages || 0) - (skips ? sum.passed_dead_letters || 0 : 0);
     replace(out,
       el("h2", { text: "Dry run" }),
       el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.messages || 0) }),
@@ -1001,8 +1112,12 @@
       byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
         byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
         ". Duplicates change nothing.") : null,
-      sum.new_dead_letters ? el("p", { id: "rp-dead", class: "hint" }, el("strong", { text: num(sum.new_dead_letters) }),
+      sum.new_dead_letters ? el("p", { id: "rp-dead-note", class: "hint" }, el("strong", { text: num(sum.new_dead_letters) }),
         " of the new are dead letters: Apply re-delivers them, and each fails again unless its cause was fixed.") : null,
+      sum.passed_dead_letters ? el("p", { id: "rp-passed", class: "warning" }, el("strong", { text: num(sum.passed_dead_letters) }),
+        skips ? " of the new are dead letters a later event of their ordering key has passed: Apply leaves them alone. " +
+          "To apply them after those events, out of order, tick the box above and run the dry run again."
+          : " of the new are dead letters a later event of their ordering key has passed: Apply applies them after those events, out of order.") : null,
       byType.length ? table("By event type", [
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
@@ -1011,14 +1126,15 @@
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
-        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" && !i.dead_letter_id ? "ok" : i.outcome === "conflict" || i.dead_letter_id ? "bad" : "") : null } : null,
+        outcomes ? { label: "Would be", cell: (i) => i.skipped ? badge("left alone: passed", "warn")
+          : i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" && !i.dead_letter_id ? "ok" : i.outcome === "conflict" || i.dead_letter_id ? "bad" : "") : null } : null,
         items.some((i) => i.note) ? { label: "Note", cell: (i) => i.dead_letter_id
           ? el("span", {}, link("#/dead-letters/" + encodeURIComponent(i.dead_letter_id), "dead letter " + i.dead_letter_id), i.note.replace(/^dead letter \d+/, ""))
           : null } : null,
       ].filter((c) => c), items) : null);
-    if ((sum.messages || 0) > 0) {
+    if (toApply > 0) {
       replayPlan = req;
-      $("rp-apply").textContent = "Apply: re-deliver " + num(sum.messages) + " message" + (sum.messages === 1 ? "" : "s");
+      $("rp-apply").textContent = "Apply: re-deliver " + num(toApply) + " message" + (toApply === 1 ? "" : "s");
       $("rp-apply").disabled = false;
       $("rp-apply-box").hidden = false;
     }
@@ -1051,10 +1167,12 @@
       bar.max = Math.max(s.total || 0, 1);
       bar.value = s.done || 0;
       const txt = num(s.done) + " of " + num(s.total) + " re-delivered";
+      const left = s.skipped_passed ? " " + num(s.skipped_passed) + " dead letter" + (s.skipped_passed === 1 ? "" : "s") +
+        " left alone: a later event of their ordering key had passed them." : "";
       if (s.state === "done") {
-        $("rp-progress-text").textContent = "Done: " + txt + ".";
+        $("rp-progress-text").textContent = "Done: " + txt + "." + left;
         $("rp-progress-text").dataset.state = "done";
-        flash("Replay finished: " + txt + ".");
+        flash("Replay finished: " + txt + "." + left);
         return true;
       }
       if (s.state === "failed") {
