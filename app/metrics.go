@@ -78,14 +78,19 @@ func (s *Server) MetricsAddr() string {
 	return s.metricsListener.Addr().String()
 }
 
-// consumerState reads a durable consumer's JetStream info.
+// consumerState reads a durable consumer's JetStream info (a keyed
+// consumer's: with its partitions', keyedConsumerState).
 func (s *Server) consumerState(ctx context.Context, name string) (metrics.ConsumerState, error) {
+	if cc := s.cfg.Consumer(name); cc != nil && s.cfg.ConsumerPartitions(cc) > 0 {
+		return s.keyedConsumerState(ctx, name)
+	}
 	c, err := s.js.Consumer(ctx, stream.Hooks, name)
 	if err != nil {
 		return metrics.ConsumerState{}, err
 	}
 	info := c.CachedInfo() // js.Consumer has just fetched it
-	st := metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered}
+	st := metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered,
+		Paused: info.Paused}
 	if info.NumPending > 0 || info.NumAckPending > 0 {
 		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, info.AckFloor.Stream); err != nil {
 			return metrics.ConsumerState{}, err

@@ -42,7 +42,8 @@ func exported(t *testing.T) map[string]bool {
 	reg.HooksTrimmed(1)
 	reg.OrphanedDurables([]string{"gone"})
 	consumers := metrics.NewConsumerCollector([]string{"orders"}, func(context.Context, string) (metrics.ConsumerState, error) {
-		return metrics.ConsumerState{Pending: 1}, nil
+		return metrics.ConsumerState{Pending: 1, Keyed: true, Partitions: []metrics.PartitionState{{Partition: 0, Pending: 1}},
+			Members: []metrics.MemberState{{ID: "m1", Host: "h", Partitions: 1, Backlog: 1}}}, nil
 	}, 0)
 	database := metrics.NewDatabaseCollector(func(context.Context) (metrics.DatabaseState, error) {
 		return metrics.DatabaseState{DeadLetters: map[string]int64{"orders": 1}}, nil
@@ -212,6 +213,7 @@ func TestAlertRules(t *testing.T) {
 		"relay failed", // relay failures
 		"hookbridge_stream_hooks_orphaned_durables", // a durable that pins HOOKS
 		"hookbridge_stream_max_bytes",               // HOOKS filling with unapplied messages
+		"hookbridge_consumer_partition_pinned",      // a keyed partition nobody applies
 	} {
 		if used[need] == "" {
 			t.Errorf("no alert covers %s", need)

@@ -28,6 +28,14 @@ type ConsumerState struct {
 	// acked, so a consumer far behind fills it: alert well before
 	// streams.max_bytes is reached.
 	OldestUnacked time.Duration
+	// Paused says whether an operator paused the consumer.
+	Paused bool
+	// Keyed says the consumer reads keyed messages through partition
+	// durables: then the counts above include its partitions', and
+	// Partitions and Members describe them ([keyedMetrics]).
+	Keyed      bool
+	Partitions []PartitionState
+	Members    []MemberState
 }
 
 // ConsumerInfo looks up one durable consumer's state.
@@ -44,6 +52,8 @@ var (
 		"Age of the oldest HOOKS message the consumer has not acked yet (0 when none); HOOKS keeps it, and every later one, until the consumer has applied it.", []string{"consumer"}, nil)
 	descConsumerUp = prometheus.NewDesc(Namespace+"_consumer_info_up",
 		"1 if the consumer's JetStream info could be read at this scrape, else 0.", []string{"consumer"}, nil)
+	descConsumerPaused = prometheus.NewDesc(Namespace+"_consumer_paused",
+		"1 while an operator has paused the consumer (its messages wait in HOOKS), else 0.", []string{"consumer"}, nil)
 )
 
 // consumerCollector reads JetStream consumer info at scrape time.
@@ -56,7 +66,8 @@ type consumerCollector struct {
 // NewConsumerCollector returns a collector that reports pending, ack
 // pending and redelivered messages of each named durable consumer, looked
 // up with info when Prometheus scrapes (each lookup bounded by timeout;
-// 0 = [DefaultScrapeTimeout]).
+// 0 = [DefaultScrapeTimeout]), and of a keyed consumer its partitions and
+// members, labelled by the consumer (never by a partition durable's name).
 func NewConsumerCollector(names []string, info ConsumerInfo, timeout time.Duration) prometheus.Collector {
 	if timeout <= 0 {
 		timeout = DefaultScrapeTimeout
@@ -70,6 +81,8 @@ func (c *consumerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descConsumerRedelivered
 	ch <- descConsumerOldest
 	ch <- descConsumerUp
+	ch <- descConsumerPaused
+	describeKeyed(ch)
 }
 
 func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -86,7 +99,18 @@ func (c *consumerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descConsumerAckPending, prometheus.GaugeValue, float64(st.AckPending), name)
 		ch <- prometheus.MustNewConstMetric(descConsumerRedelivered, prometheus.GaugeValue, float64(st.Redelivered), name)
 		ch <- prometheus.MustNewConstMetric(descConsumerOldest, prometheus.GaugeValue, st.OldestUnacked.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(descConsumerPaused, prometheus.GaugeValue, boolValue(st.Paused), name)
+		if st.Keyed {
+			collectKeyed(ch, name, st)
+		}
 	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // DatabaseState is the outbox and dead-letter state read from Postgres.
