@@ -292,3 +292,63 @@ func TestKeyedOrderSurvivesFailuresAndMembership(t *testing.T) {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE passed_at IS NULL`) == 0
 	})
 }
+
+// A source that gains an ordering key: its events already in HOOKS are on
+// unkeyed subjects and are applied by the consumer's own durable, the new
+// ones by the partitions, which wait until the older ones are applied.
+// Every key's versions apply in order across the change.
+func TestKeyedOrderAcrossTheUpgrade(t *testing.T) {
+	t.Parallel()
+	const keys = 30
+	db := hookbridgetest.Postgres(t, orderSchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	want := map[string]int{}
+	publish := func(v int, keyed bool) {
+		for k := range keys {
+			key := fmt.Sprintf("k%02d", k)
+			body, _ := json.Marshal(versionBody{Key: key, V: v})
+			id := fmt.Sprintf("%s-v%d", key, v)
+			if keyed {
+				ns.PublishKeyedHook(t, "demo", id, "version.set", key, body)
+			} else {
+				ns.PublishHook(t, "demo", id, "version.set", body)
+			}
+			want[key] = v
+		}
+	}
+	for v := 1; v <= 20; v++ {
+		publish(v, false) // before the upgrade: a backlog on unkeyed subjects
+	}
+	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{
+		Name: "versions", EventTypes: []string{"version.set"}, Handler: keylessVersions{versionHandler{member: "a", attempts: &sync.Map{}, dead: new(atomic.Bool)}},
+		Partitions: stream.DefaultPartitions, Concurrency: 1, BatchSize: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for v := 21; v <= 25; v++ {
+		publish(v, true)
+	}
+	hookbridgetest.Eventually(t, 2*time.Minute, "every version applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == keys*25
+	})
+	checkOrder(t, db, want, nil)
+}
+
+// keylessVersions applies versions whether or not they came with a key
+// (the events published before the upgrade have none).
+type keylessVersions struct{ versionHandler }
+
+func (h keylessVersions) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+	var b versionBody
+	if err := json.Unmarshal(ev.Body, &b); err != nil {
+		return consumer.Permanent(err)
+	}
+	ev.OrderingKey = b.Key
+	return h.versionHandler.Handle(ctx, tx, ev)
+}

@@ -84,6 +84,7 @@ func (g *group) run(ctx context.Context) error {
 	stop := make(chan struct{})
 	var wg conc.WaitGroup
 	wg.Go(func() { g.sched.run(stop, context.WithoutCancel(ctx)) })
+	g.awaitLegacy(ctx)
 	g.members.run(ctx, func(members []string) { g.rebalance(ctx, members) })
 	// The member key is gone: the others start pulling these partitions
 	// and get them as each is drained here and unpinned.
