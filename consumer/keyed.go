@@ -55,6 +55,10 @@ type keyState struct {
 	busy    bool      // a batch with messages of this key is in flight
 	retryAt time.Time // set while blocked
 	ready   bool      // in the ready list
+	// foreign counts the key's messages another member held when this
+	// one took the partition over and that are not applied yet: the key
+	// waits until each has come here, or was applied after all.
+	foreign int
 }
 
 // partState is one partition this instance serves.
@@ -65,9 +69,12 @@ type partState struct {
 	held map[uint64]struct{}
 	// gen is the takeover check being waited for; while gated, messages
 	// are staged, not scheduled (see [keyedScheduler.gate]).
-	gen      uint64
-	gated    bool
-	staged   []*kmsg
+	gen    uint64
+	gated  bool
+	staged []*kmsg
+	// foreign are the messages (seq: key) another member held unapplied
+	// when this one took the partition over; see [keyedScheduler.openForeign].
+	foreign  map[uint64]string
 	draining bool
 	done     chan struct{}
 }
@@ -87,6 +94,15 @@ type schedEvent struct {
 	batch     *kbatch
 	done      chan struct{}
 	dead      []deadRef
+	foreign   []foreignMsg
+	resolved  []uint64
+}
+
+// foreignMsg is a message of a partition that another member held, not
+// applied, when this member took the partition over.
+type foreignMsg struct {
+	seq uint64
+	key string
 }
 
 type schedKind int
@@ -99,6 +115,8 @@ const (
 	evDrain
 	evDone
 	evDead
+	evForeign
+	evResolved
 )
 
 // keyedScheduler applies the messages of the partitions this instance
@@ -183,6 +201,19 @@ func (s *keyedScheduler) open(p int, gen uint64) {
 	s.events <- schedEvent{kind: evOpen, partition: p, gen: gen}
 }
 
+// openForeign ends the takeover check gen of p while other members still
+// hold unapplied messages of it: only their keys wait (until [resolve]
+// names each message, or it arrives here); every other key goes on.
+func (s *keyedScheduler) openForeign(p int, gen uint64, foreign []foreignMsg) {
+	s.events <- schedEvent{kind: evForeign, partition: p, gen: gen, foreign: foreign}
+}
+
+// resolve says that messages of p another member held are no longer
+// foreign: applied after all, or below the durable's ack floor.
+func (s *keyedScheduler) resolve(p int, seqs []uint64) {
+	s.events <- schedEvent{kind: evResolved, partition: p, resolved: seqs}
+}
+
 // drain stops serving p once what is here has been applied (or, for
 // blocked keys, nak'd so the next member gets it at once) and returns
 // when that is done. No message of p may arrive after it.
@@ -257,6 +288,14 @@ func (s *keyedScheduler) handle(ev schedEvent) {
 		}
 	case evDone:
 		s.onBatchDone(ev.batch)
+	case evForeign:
+		s.onForeign(ev.partition, ev.gen, ev.foreign)
+	case evResolved:
+		if ps := s.parts[ev.partition]; ps != nil {
+			for _, seq := range ev.resolved {
+				s.resolveForeign(ps, seq)
+			}
+		}
 	case evDead:
 		for _, d := range ev.dead {
 			if _, known := s.dead[d.key]; !known {
@@ -282,6 +321,7 @@ func (s *keyedScheduler) onArrive(p int, msg jetstream.Msg) {
 	}
 	ps.held[km.seq] = struct{}{}
 	s.unsettled[p].Add(1)
+	s.resolveForeign(ps, km.seq) // it came back: it is held here now
 	if ps.gated {
 		ps.staged = append(ps.staged, km)
 		return
@@ -305,14 +345,58 @@ func (s *keyedScheduler) onOpen(p int, gen uint64) {
 	ps.staged = nil
 }
 
-// enqueue puts km behind the earlier messages of its key.
-func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
-	st := s.keys[km.key]
+// onForeign opens p like onOpen, after recording the messages other
+// members held unapplied: their keys wait.
+func (s *keyedScheduler) onForeign(p int, gen uint64, foreign []foreignMsg) {
+	ps := s.parts[p]
+	if ps == nil || !ps.gated || ps.gen != gen {
+		return
+	}
+	if ps.foreign == nil {
+		ps.foreign = map[uint64]string{}
+	}
+	for _, f := range foreign {
+		if _, held := ps.held[f.seq]; held {
+			continue
+		}
+		if _, known := ps.foreign[f.seq]; known {
+			continue
+		}
+		ps.foreign[f.seq] = f.key
+		st := s.keyState(ps, f.key)
+		st.foreign++
+	}
+	s.onOpen(p, gen)
+}
+
+// resolveForeign ends the wait for a foreign message of ps; its key goes
+// on once it waits for no other.
+func (s *keyedScheduler) resolveForeign(ps *partState, seq uint64) {
+	key, ok := ps.foreign[seq]
+	if !ok {
+		return
+	}
+	delete(ps.foreign, seq)
+	if st := s.keys[key]; st != nil {
+		st.foreign--
+		s.markReady(key, st)
+	}
+}
+
+// keyState is key's state, created (in partition ps) when it has none.
+func (s *keyedScheduler) keyState(ps *partState, key string) *keyState {
+	st := s.keys[key]
 	if st == nil {
 		st = &keyState{}
-		s.keys[km.key] = st
-		ps.keys[km.key] = struct{}{}
+		s.keys[key] = st
+		ps.keys[key] = struct{}{}
 	}
+	return st
+}
+
+// enqueue puts km behind the earlier messages of its key.
+func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
+	st := s.keyState(ps, km.key)
 	// In stream order: only a redelivery can come after a later message.
 	i := len(st.queue)
 	for i > 0 && st.queue[i-1].seq > km.seq {
@@ -323,7 +407,7 @@ func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
 }
 
 func (s *keyedScheduler) markReady(key string, st *keyState) {
-	if st.ready || st.busy || !st.retryAt.IsZero() || len(st.queue) == 0 {
+	if st.ready || st.busy || !st.retryAt.IsZero() || st.foreign > 0 || len(st.queue) == 0 {
 		return
 	}
 	st.ready = true
@@ -491,7 +575,7 @@ func (s *keyedScheduler) settle(km *kmsg, kind actionKind) {
 // forget drops a key that has nothing here any more.
 func (s *keyedScheduler) forget(key string, p int) {
 	st := s.keys[key]
-	if st == nil || st.busy || len(st.queue) > 0 {
+	if st == nil || st.busy || st.foreign > 0 || len(st.queue) > 0 {
 		return
 	}
 	delete(s.keys, key)
@@ -562,7 +646,7 @@ func (s *keyedScheduler) finishDrains() {
 func (s *keyedScheduler) drained(ps *partState) bool {
 	for key := range ps.keys {
 		st := s.keys[key]
-		if st.busy || (st.retryAt.IsZero() && len(st.queue) > 0) {
+		if st.busy || (st.retryAt.IsZero() && st.foreign == 0 && len(st.queue) > 0) {
 			return false
 		}
 	}

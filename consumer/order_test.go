@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -291,4 +292,151 @@ func TestKeyedOrderSurvivesFailuresAndMembership(t *testing.T) {
 	hookbridgetest.Eventually(t, 10*time.Second, "dead letters marked as passed", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE passed_at IS NULL`) == 0
 	})
+}
+
+// A source that gains an ordering key: its events already in HOOKS are on
+// unkeyed subjects and are applied by the consumer's own durable, the new
+// ones by the partitions, which wait until the older ones are applied.
+// Every key's versions apply in order across the change.
+func TestKeyedOrderAcrossTheUpgrade(t *testing.T) {
+	t.Parallel()
+	const keys = 30
+	db := hookbridgetest.Postgres(t, orderSchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	want := map[string]int{}
+	publish := func(v int, keyed bool) {
+		for k := range keys {
+			key := fmt.Sprintf("k%02d", k)
+			body, _ := json.Marshal(versionBody{Key: key, V: v})
+			id := fmt.Sprintf("%s-v%d", key, v)
+			if keyed {
+				ns.PublishKeyedHook(t, "demo", id, "version.set", key, body)
+			} else {
+				ns.PublishHook(t, "demo", id, "version.set", body)
+			}
+			want[key] = v
+		}
+	}
+	for v := 1; v <= 20; v++ {
+		publish(v, false) // before the upgrade: a backlog on unkeyed subjects
+	}
+	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{
+		Name: "versions", EventTypes: []string{"version.set"}, Handler: keylessVersions{versionHandler{member: "a", attempts: &sync.Map{}, dead: new(atomic.Bool)}},
+		Partitions: stream.DefaultPartitions, Concurrency: 1, BatchSize: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for v := 21; v <= 25; v++ {
+		publish(v, true)
+	}
+	hookbridgetest.Eventually(t, 2*time.Minute, "every version applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == keys*25
+	})
+	checkOrder(t, db, want, nil)
+}
+
+// keylessVersions applies versions whether or not they came with a key
+// (the events published before the upgrade have none).
+type keylessVersions struct{ versionHandler }
+
+func (h keylessVersions) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+	var b versionBody
+	if err := json.Unmarshal(ev.Body, &b); err != nil {
+		return consumer.Permanent(err)
+	}
+	ev.OrderingKey = b.Key
+	return h.versionHandler.Handle(ctx, tx, ev)
+}
+
+// A member dies holding an unapplied event of one key: only that key
+// waits for it (it comes back after ack_wait, two minutes here). The
+// other keys of its partitions go on as soon as a survivor takes the
+// partitions over, and the held key's later event does not apply before
+// it.
+func TestDeadMembersOtherKeysGoOn(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, orderSchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	const held = "held"
+	p := stream.Partition(stream.OrderingKeyHeader(held), stream.DefaultPartitions)
+	var others []string // keys of the same partition
+	for i := 0; len(others) < 5; i++ {
+		if k := fmt.Sprintf("other-%d", i); stream.Partition(stream.OrderingKeyHeader(k), stream.DefaultPartitions) == p {
+			others = append(others, k)
+		}
+	}
+	hang := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hang) })
+	hanging := make(chan struct{}, 1)
+	run := func(name string, h consumer.Handler) (*nats.Conn, *atomic.Bool) {
+		nc, err := nats.Connect(ns.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		pool, err := pgxpool.New(context.Background(), db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := new(atomic.Bool)
+		if vh, ok := h.(versionHandler); ok {
+			vh.dead = dead
+			h = vh
+		}
+		c, err := consumer.New(pool, js, consumer.Options{Name: "versions", EventTypes: []string{"version.set"}, Handler: h,
+			Partitions: stream.DefaultPartitions, AckWait: 2 * time.Minute, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = c.Run(ctx); close(done) }()
+		// a's hanging batch ends first, or its Run and pool never do.
+		t.Cleanup(func() { release(); cancel(); <-done; pool.Close(); nc.Close() })
+		return nc, dead
+	}
+	publish := func(key string, v int) {
+		body, _ := json.Marshal(versionBody{Key: key, V: v})
+		ns.PublishKeyedHook(t, "demo", fmt.Sprintf("%s-v%d", key, v), "version.set", key, body)
+	}
+	attempts := &sync.Map{}
+	a, aDead := run("a", consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+		if ev.OrderingKey == held {
+			select {
+			case hanging <- struct{}{}:
+			default:
+			}
+			<-hang
+			return errors.New("member a is gone")
+		}
+		return versionHandler{member: "a", attempts: attempts, dead: new(atomic.Bool)}.Handle(ctx, tx, ev)
+	}))
+	_ = aDead
+	publish(held, 1)
+	<-hanging // a holds held-v1, in a batch that never ends
+	for _, k := range others {
+		publish(k, 1) // other batches: other workers
+	}
+	hookbridgetest.Eventually(t, time.Minute, "the other keys' first versions applied by a", func() bool {
+		return db.Count(t, `SELECT count(*) FROM ordertest.log`) == len(others)
+	})
+	a.Close() // a dies holding held-v1
+	run("b", versionHandler{member: "b", attempts: attempts})
+	publish(held, 2)
+	for _, k := range others {
+		publish(k, 2)
+	}
+	hookbridgetest.Eventually(t, time.Minute, "the other keys' second versions applied by b, long before ack_wait", func() bool {
+		return db.Count(t, `SELECT count(*) FROM ordertest.log WHERE member = 'b'`) == len(others)
+	})
+	if n := db.Count(t, `SELECT count(*) FROM ordertest.log WHERE key = $1`, held); n != 0 {
+		t.Fatalf("the held key applied %d times before its first version came back", n)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sourcegraph/conc"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -84,6 +85,7 @@ func (g *group) run(ctx context.Context) error {
 	stop := make(chan struct{})
 	var wg conc.WaitGroup
 	wg.Go(func() { g.sched.run(stop, context.WithoutCancel(ctx)) })
+	g.awaitLegacy(ctx)
 	g.members.run(ctx, func(members []string) { g.rebalance(ctx, members) })
 	// The member key is gone: the others start pulling these partitions
 	// and get them as each is drained here and unpinned.
@@ -279,31 +281,53 @@ func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) error 
 	}
 }
 
-// awaitTakeover opens partition p (check gen) once JetStream counts no
-// more unacked messages of it than this instance holds: then no other
-// member holds any, and nothing older than what is here can still come
-// from one. Messages a dead member held come back after ack_wait; until
-// then the partition waits, and its order with it.
+// awaitTakeover opens partition p (check gen), which this member was just
+// pinned to. When JetStream counts no more unacked messages of it than
+// this member holds, no other member holds any: it opens at once. Else
+// the messages another member may hold are those between the durable's
+// ack floor and its last delivery that are not here; of these, the ones
+// the inbox shows applied hold nothing back. The keys of the rest wait
+// (they come back after ack_wait, or are found applied or acked on a
+// later look), and every other key goes on at once.
 func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p int, gen uint64) {
 	delay := 50 * time.Millisecond
 	start := time.Now()
-	logged := false
+	var waiting []foreignMsg // nil until the partition was opened with them
+	opened, logged := false, false
 	for ctx.Err() == nil {
 		info, err := cons.Info(ctx)
 		if err == nil {
 			// Read after the server's count: a message that arrives in
 			// between is counted by both, one acked in between only by the
 			// server, so the test errs on the side of waiting.
-			if held := g.sched.heldBy(p); int64(info.NumAckPending) <= held {
+			held := g.sched.heldBy(p)
+			switch {
+			case int64(info.NumAckPending) <= held:
+				if !opened {
+					g.sched.open(p, gen)
+				} else if len(waiting) > 0 {
+					g.sched.resolve(p, seqsOf(waiting))
+				}
 				if logged {
 					g.log.Info("partition taken over", "consumer", g.c.opts.Name, "partition", p, "waited", time.Since(start).Round(time.Millisecond))
 				}
-				g.sched.open(p, gen)
 				return
-			} else if !logged && time.Since(start) > time.Second {
-				logged = true
-				g.log.Info("partition taken over; waiting for messages another member held (they return after ack_wait)",
-					"consumer", g.c.opts.Name, "partition", p, "elsewhere", int64(info.NumAckPending)-held)
+			case !opened:
+				if foreign, err := g.foreignUnapplied(ctx, info, p); err == nil {
+					g.sched.openForeign(p, gen, foreign)
+					opened, waiting = true, foreign
+					if len(foreign) > 0 {
+						logged = true
+						g.log.Info("partition taken over; the keys of messages another member held wait for them (they return after ack_wait)",
+							"consumer", g.c.opts.Name, "partition", p, "messages", len(foreign), "keys", countKeys(foreign))
+					}
+				} else if !logged && time.Since(start) > time.Second {
+					logged = true
+					g.log.Info("partition taken over; waiting for messages another member held (they return after ack_wait)",
+						"consumer", g.c.opts.Name, "partition", p, "elsewhere", int64(info.NumAckPending)-held, "err", err)
+				}
+			default:
+				waiting = g.recheckForeign(ctx, p, info.AckFloor.Stream, waiting)
 			}
 		}
 		select {
@@ -312,6 +336,104 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// maxForeignScan bounds the messages a takeover reads to find the keys
+// another member held; past it the whole partition waits instead.
+const maxForeignScan = 20000
+
+var errForeignScan = errors.New("too many messages held elsewhere to read them one by one")
+
+// foreignUnapplied reads partition p's messages between the durable's
+// ack floor and its last delivery (what another member may hold), and
+// returns those the inbox does not show applied.
+func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerInfo, p int) ([]foreignMsg, error) {
+	s, err := g.js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil, err
+	}
+	type ref struct {
+		foreignMsg
+		source, id string
+	}
+	var found []ref
+	from, to := info.AckFloor.Stream+1, info.Delivered.Stream
+	for _, subject := range g.c.opts.keyedFilterSubjects(p) {
+		for seq := from; seq <= to; {
+			m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read partition %d at %d: %w", p, seq, err)
+			}
+			if m.Sequence > to {
+				break
+			}
+			found = append(found, ref{foreignMsg{m.Sequence, m.Header.Get(stream.HeaderOrderingKey)},
+				m.Header.Get(stream.HeaderSource), m.Header.Get(stream.HeaderEventID)})
+			if len(found) > maxForeignScan {
+				return nil, errForeignScan
+			}
+			seq = m.Sequence + 1
+		}
+	}
+	bySource := map[string][]string{}
+	for _, r := range found {
+		bySource[r.source] = append(bySource[r.source], r.id)
+	}
+	applied := map[[2]string]bool{}
+	for source, ids := range bySource {
+		got, err := store.InboxApplied(ctx, g.c.pool, g.c.opts.Name, source, ids)
+		if err != nil {
+			return nil, fmt.Errorf("read the inbox: %w", err)
+		}
+		for _, id := range got {
+			applied[[2]string{source, id}] = true
+		}
+	}
+	var out []foreignMsg
+	for _, r := range found {
+		if !applied[[2]string{r.source, r.id}] {
+			out = append(out, r.foreignMsg)
+		}
+	}
+	return out, nil
+}
+
+// recheckForeign resolves the foreign messages now below the durable's
+// ack floor and returns the rest. (Those that come back are resolved by
+// the scheduler as they arrive; resolving one twice changes nothing.)
+func (g *group) recheckForeign(ctx context.Context, p int, floor uint64, waiting []foreignMsg) []foreignMsg {
+	var done []uint64
+	rest := waiting[:0]
+	for _, f := range waiting {
+		if f.seq <= floor {
+			done = append(done, f.seq)
+		} else {
+			rest = append(rest, f)
+		}
+	}
+	if len(done) > 0 {
+		g.sched.resolve(p, done)
+	}
+	return rest
+}
+
+func seqsOf(fs []foreignMsg) []uint64 {
+	out := make([]uint64, len(fs))
+	for i, f := range fs {
+		out[i] = f.seq
+	}
+	return out
+}
+
+func countKeys(fs []foreignMsg) int {
+	keys := map[string]bool{}
+	for _, f := range fs {
+		keys[f.key] = true
+	}
+	return len(keys)
 }
 
 // ReplaySubjects are the HOOKS subjects, keyed or not, of the consumer's
