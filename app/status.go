@@ -288,6 +288,7 @@ func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, st
 		}
 		cs := &st.Consumers[i]
 		backlog := map[int]uint64{}
+		var floor *uint64 // the lowest ack floor of a partition with a backlog
 		for _, ci := range infos {
 			_, p := stream.ConsumerOfDurable(ci.Name)
 			ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
@@ -300,6 +301,15 @@ func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, st
 			cs.NumRedelivered += ci.NumRedelivered
 			cs.Paused = cs.Paused || ci.Paused
 			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
+			if backlog[p] > 0 && (floor == nil || ci.AckFloor.Stream < *floor) {
+				f := ci.AckFloor.Stream
+				floor = &f
+			}
+		}
+		if floor != nil {
+			if age, err := oldestUnacked(ctx, js, *floor); err == nil {
+				cs.OldestUnackedSeconds = max(cs.OldestUnackedSeconds, age.Seconds())
+			}
 		}
 		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
 		members, err := consumer.Members(ctx, js, owner)

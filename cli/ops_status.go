@@ -59,6 +59,9 @@ func printStatus(w io.Writer, st *app.Status) error {
 		if err := printConsumers(w, st); err != nil {
 			return err
 		}
+		if err := printKeyed(w, st); err != nil {
+			return err
+		}
 	}
 	if err := printRetrying(w, st); err != nil {
 		return err
