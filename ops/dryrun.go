@@ -25,7 +25,10 @@ type DryRunNote struct {
 // for a message that is no dead letter. A dead-lettered event has no
 // inbox row, so the inbox alone calls it new, as if the real run would
 // simply apply it; it applies it again, and what failed before fails
-// again unless its cause was fixed.
+// again unless its cause was fixed. A dead letter a later event of its
+// ordering key has passed is noted with that event: a real
+// `--dead-letters` run leaves it alone (Skipped) unless sel.OutOfOrder,
+// and a range replay applies it after that event.
 func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors) (func(consumer.ReplayItem) *DryRunNote, error) {
 	dls, err := consumer.ListDeadLetters(ctx, o.Pool, consumer.DeadLetterFilter{
 		Consumer: name, UnresolvedOnly: true, FromSeq: sel.FromSeq, ToSeq: sel.ToSeq,
