@@ -60,13 +60,17 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 		var calls atomic.Int32
 		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 			calls.Add(1)
-			_, err := tx.Exec(ctx, "SELECT pg_sleep(5)")
+			_, err := tx.Exec(ctx, "SELECT pg_sleep(60)")
 			return err
 		})
+		// The timeout leaves a loaded machine room to begin the
+		// transaction and claim the event before it (else an attempt ends
+		// before the handler runs), and the ping after it room to answer
+		// (else the failure counts as the database's, not the event's).
 		startConsumer(t, db, ns, bs, consumer.Options{Name: "slow", EventTypes: []string{"thing.slow"}, Handler: h,
-			HandlerTimeout: 200 * time.Millisecond, MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}})
+			HandlerTimeout: 2 * time.Second, MaxDeliver: 2, Backoff: []time.Duration{20 * time.Millisecond}})
 		ns.PublishHook(t, "demo", "e1", "thing.slow", []byte(`{}`))
-		hookbridgetest.Eventually(t, 15*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
 		})
 		time.Sleep(300 * time.Millisecond)
