@@ -169,6 +169,13 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		// longer than ack_wait, and the batch is out of the queue (whose
 		// in-progress acks no longer cover it) from here on.
 		stopProgress := r.keepInProgress(msgs)
+		// While the database is unreachable no batch starts: it would
+		// only fail and be nak'd, and come back for another try while
+		// the outage lasts. It waits here, kept by its in-progress acks,
+		// until the gate's ping finds the database again (or shutdown).
+		if r.hold != nil {
+			r.hold(ctx)
+		}
 		workers.Go(func() {
 			defer q.nudge()
 			defer inflight.Add(-1)
