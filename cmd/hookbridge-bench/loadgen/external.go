@@ -94,6 +94,7 @@ const (
 	xOutboxBytes    = "outbox bytes per row (with indexes)"
 	xFloorMachine   = "machine CPU per floor request (all processes)"
 	xPGWork         = "postgres CPU per event, its writes alone"
+	xWAL            = "postgres WAL bytes per event"
 	xCeiling        = "applied ceiling (floor ingress + postgres writes alone)"
 )
 
@@ -122,6 +123,9 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 	}
 	if m := s.by[xTotalCPU]; m != nil {
 		s.res.Targets = append(s.res.Targets, Target{Name: xTotalCPU, Goal: "≤ 100 µs", Value: m.Median, Met: m.Median <= 100})
+	}
+	if m := s.by[xWAL]; m != nil {
+		s.res.Targets = append(s.res.Targets, Target{Name: xWAL, Goal: "≤ 1,200 B", Value: m.Median, Met: m.Median <= 1200})
 	}
 	return s.res, nil
 }
@@ -420,14 +424,19 @@ func (x *external) maxAndHalf(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("all roles: %w", err)
 	}
-	fmt.Fprintf(x.o.Progress, "external: all roles: ingress %.0f req/s, applied %.0f events/s; CPU per event %.0f µs hookbridge, %.0f µs postgres, %.0f µs nats-server; check %s\n",
-		m.IngressRPS, m.AppliedFromFirstSend, m.ServeCPUPerEventUs, m.PostgresCPUPerEventUs, m.NATSCPUPerEventUs, m.Check)
+	fmt.Fprintf(x.o.Progress, "external: all roles: ingress %.0f req/s, applied %.0f events/s; CPU per event %.0f µs hookbridge, %.0f µs postgres, %.0f µs nats-server; WAL %s; check %s\n",
+		m.IngressRPS, m.AppliedFromFirstSend, m.ServeCPUPerEventUs, m.PostgresCPUPerEventUs, m.NATSCPUPerEventUs, m.WAL, m.Check)
 	x.s.record(xIngress, "req/s", m.IngressRPS)
 	x.s.record(xApplied, "events/s", m.AppliedFromFirstSend)
 	x.s.record(xServeCPU, "µs/event", m.ServeCPUPerEventUs)
 	x.s.record(xPostgresCPU, "µs/event", m.PostgresCPUPerEventUs)
 	x.s.record(xNATSCPU, "µs/event", m.NATSCPUPerEventUs)
 	x.s.record(xTotalCPU, "µs/event", m.ServeCPUPerEventUs+m.PostgresCPUPerEventUs)
+	if m.WAL != nil && m.WAL.OtherWrites == 0 {
+		x.s.record(xWAL, "B/event", m.WAL.BytesPerEvent)
+	} else if m.WAL != nil {
+		fmt.Fprintf(x.o.Progress, "external: WAL per event not recorded: %s\n", m.WAL)
+	}
 	x.s.record(xServeRSSPeak, "MiB", float64(m.ServeRSS.PeakKB)/1024)
 	x.s.record(xNATSRSSPeak, "MiB", float64(m.NATSRSS.PeakKB)/1024)
 	x.s.record(xMachineBusyMax, "% CPU", 100*m.MachineBusy)

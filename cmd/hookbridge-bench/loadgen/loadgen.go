@@ -227,6 +227,10 @@ type Result struct {
 
 	Check *Check `json:"check,omitempty"`
 	RSS   *RSS   `json:"rss,omitempty"`
+	// WAL is what Postgres wrote to its write-ahead log from the first send
+	// until every applied event's outgoing event was relayed and its row
+	// recorded (with a database and the relayed events measured).
+	WAL *WAL `json:"wal,omitempty"`
 }
 
 // Load runs one load: Total signed order.created webhooks with unique
@@ -297,6 +301,13 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		}
 		rss = startRSSOf(func() int64 { return ReadPIDRSS(o.RSSPID) }, 250*time.Millisecond)
 	}
+	var wal0 walMark
+	if pool != nil {
+		var err error
+		if wal0, err = readWAL(ctx, pool); err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+	}
 	cpu0 := ProcessCPU()
 	busy0, total0, _ := cpuTimes()
 	// Too many events that no retry got accepted (the server unreachable
@@ -342,6 +353,11 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 			res.RelayE2E = &f.relayE2E
 		}
 		res.PollErrors = f.pollErrs
+		if o.Events != nil {
+			if err := l.measureWAL(ctx, pool, wal0, res); err != nil {
+				return res, err
+			}
+		}
 		if f.seen > 1 && f.lastSeen.After(f.firstSeen) {
 			res.ApplyRate = float64(f.seen-1) / f.lastSeen.Sub(f.firstSeen).Seconds()
 		}
@@ -376,6 +392,20 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// measureWAL records the WAL written since wal0 per applied event, once
+// the relay has recorded every row it published.
+func (l *loader) measureWAL(ctx context.Context, pool *pgxpool.Pool, wal0 walMark, res *Result) error {
+	if err := waitOutboxDrained(ctx, pool, 30*time.Second); err != nil {
+		return fmt.Errorf("loadgen: WAL per event: %w", err)
+	}
+	w, err := walSince(ctx, pool, wal0, res.Applied)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	res.WAL = w
+	return nil
 }
 
 // loader is one run in progress.
