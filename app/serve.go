@@ -393,11 +393,13 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 	}
 	if s.roles[RoleRelay] {
+		retention, deleteSent := s.cfg.Relay.RelayRetention()
 		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
 			BatchSize:    s.cfg.Relay.BatchSize,
 			PollInterval: s.cfg.Relay.PollInterval,
 			MaxAttempts:  s.cfg.Relay.MaxAttempts,
-			Retention:    s.cfg.Relay.Retention,
+			Retention:    retention,
+			DeleteSent:   deleteSent,
 			Stream:       s.streamOptions(),
 			Logger:       s.log,
 			Tracer:       s.tracer(),
