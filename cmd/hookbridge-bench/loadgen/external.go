@@ -40,6 +40,8 @@ type ExternalOptions struct {
 	// connections, Total/2 rows).
 	PGConcurrency int
 	PGTotal       int
+	// PaidEvery is Options.PaidEvery for the all-roles runs.
+	PaidEvery int
 	// NoHalf skips the end-to-end latency run at half the maximum.
 	NoHalf   bool
 	Progress io.Writer
@@ -105,7 +107,7 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 	}
 	s := &suite{o: SuiteOptions{Progress: o.Progress}, by: map[string]*Measurement{}, res: &SuiteResult{Machine: DescribeMachine(), Options: map[string]any{
 		"mode": "external", "rounds": o.Rounds, "concurrency": o.Concurrency, "total": o.Total,
-		"pg_concurrency": o.PGConcurrency, "pg_total": o.PGTotal, "serve": "own process, default configuration", "nats": "own process, loopback",
+		"pg_concurrency": o.PGConcurrency, "pg_total": o.PGTotal, "paid_every": o.PaidEvery, "serve": "own process, default configuration", "nats": "own process, loopback",
 	}}}
 	x := &external{o: o, s: s}
 	steps := []func(context.Context) error{x.floor, x.raw, x.pgWork, x.ingressOnly, x.maxAndHalf}
@@ -384,7 +386,7 @@ func (x *external) allRoles(ctx context.Context, rate float64) (*ExternalRun, er
 	}
 	serve0, nats0 := e.serve.CPU(), e.nats.CPU()
 	r, err := Load(ctx, Options{URL: e.serve.URL, Secret: e.serve.Secret, DatabaseURL: e.db.URL, Check: true,
-		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, Events: NATSEvents(nc)})
+		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, PaidEvery: x.o.PaidEvery, Events: NATSEvents(nc)})
 	serveCPU, natsCPU := e.serve.CPU()-serve0, e.nats.CPU()-nats0
 	pg1, pgErr := backendCPUs(ctx, pool)
 	run := &ExternalRun{Result: r, ServeRSS: serveRSS.finish(), NATSRSS: natsRSS.finish()}

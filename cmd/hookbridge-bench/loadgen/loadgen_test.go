@@ -99,6 +99,22 @@ func TestInProcessRunPassesTheCountCheck(t *testing.T) {
 	}
 }
 
+// TestPaidEventsPassTheCountCheck mixes order.paid events of orders
+// already created into the load: each changes its order once, and every
+// event still has one inbox row and one outbox message.
+func TestPaidEventsPassTheCountCheck(t *testing.T) {
+	t.Parallel()
+	res, err := loadgen.InProcess(ctx(t), factory(t), loadgen.ConsumerSettings{}, []string{"all"},
+		loadgen.Options{Concurrency: 4, Total: 200, Rate: 400, PaidEvery: 4, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Check
+	if c == nil || !c.OK || c.Paid < 10 || c.Orders != 200-c.Paid || c.OrdersChanged != c.Paid || c.Outbox != 200 || c.Inbox != 200 {
+		t.Fatalf("check = %+v", c)
+	}
+}
+
 // TestCountCheckFailsWhenItShould runs against one environment, then
 // breaks the exactly-once outcome in each way the check must notice.
 func TestCountCheckFailsWhenItShould(t *testing.T) {

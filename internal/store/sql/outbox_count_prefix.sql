@@ -1,3 +1,4 @@
-SELECT (SELECT count(*) FROM hookbridge.outbox_rows WHERE starts_with(event_id, $1))
-     + (SELECT count(*) FROM hookbridge.outbox_packs p CROSS JOIN LATERAL unnest(p.event_ids) AS e
-        WHERE starts_with(e, $1))
+-- Through the view of rows and packs (0009), which before 0009 was the
+-- table itself: the load tool counts what a running server of either
+-- version wrote.
+SELECT count(*) FROM hookbridge.outbox WHERE starts_with(event_id, $1)
