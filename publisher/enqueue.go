@@ -66,7 +66,7 @@ var ErrIDReused = errors.New("outbox event id reused with different content")
 // same id with another subject or payload is [ErrIDReused]. Several
 // messages are written with one statement, as by [EnqueueBatch].
 func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
-	if len(msgs) != 1 {
+	if len(msgs) != 1 || gathering(ctx) != nil {
 		return EnqueueBatch(ctx, tx, msgs)
 	}
 	m := msgs[0]
@@ -113,7 +113,11 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
+	if g := gathering(ctx); g != nil {
+		return g.add(ctx, msgs)
+	}
 	w := &writes{}
+	distinct := make([]Message, 0, len(msgs))
 	first := make(map[string]int, len(msgs)) // id -> index of its first message
 	for i, m := range msgs {
 		if err := validate(m); err != nil {
@@ -133,7 +137,15 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 			return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 		}
 		w.add(m, h)
+		distinct = append(distinct, m)
 	}
+	return write(ctx, tx, w, distinct)
+}
+
+// write writes w (the columns of msgs, each id once) with one statement
+// per [maxPerWrite] messages, then compares the messages whose ids were
+// in the outbox already with what it holds.
+func write(ctx context.Context, tx pgx.Tx, w *writes, msgs []Message) error {
 	done := make(map[string]bool, len(w.ids))
 	for _, c := range w.chunks(maxPerWrite) {
 		written, err := store.OutboxWrite(ctx, tx, c.ids, c.subjects, c.headerColumn(), c.payloads, c.keyColumn())
@@ -148,9 +160,9 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		return nil
 	}
 	var repeats []Message
-	for _, id := range w.ids {
-		if !done[id] {
-			repeats = append(repeats, msgs[first[id]])
+	for _, m := range msgs {
+		if !done[m.ID] {
+			repeats = append(repeats, m)
 		}
 	}
 	return checkExisting(ctx, tx, repeats)

@@ -403,3 +403,66 @@ func TestPackWaitsWholeBehindAPackHeldElsewhere(t *testing.T) {
 		t.Fatalf("stream = %+v, want %s first", got, first.ID)
 	}
 }
+
+// In a Deferred context Enqueue gathers: messages are checked when they
+// are enqueued and written by flush, all in one pack, in the order they
+// were enqueued; an id already in the outbox is answered by flush.
+func TestDeferredGathersIntoOnePack(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ctx := context.Background()
+	a, b, c := applied("e1", "K"), applied("e2", ""), applied("e3", "K")
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := claimEvents(ctx, tx, []publisher.Message{a, b, c}); err != nil {
+			return err
+		}
+		gctx, flush := publisher.Deferred(ctx)
+		if err := publisher.Enqueue(gctx, tx, a); err != nil {
+			return err
+		}
+		if err := publisher.EnqueueBatch(gctx, tx, []publisher.Message{b, c, a}); err != nil {
+			return err
+		}
+		bad := c
+		bad.Subject = "nope"
+		if err := publisher.Enqueue(gctx, tx, bad); err == nil {
+			t.Error("an invalid message was gathered")
+		}
+		other := b
+		other.Payload = []byte("other")
+		if err := publisher.Enqueue(gctx, tx, other); !errors.Is(err, publisher.ErrIDReused) {
+			t.Errorf("gathered id with other content: %v, want ErrIDReused", err)
+		}
+		if _, packs := tables(t, db); packs != 0 {
+			t.Error("written before the flush")
+		}
+		innerCtx, innerFlush := publisher.Deferred(gctx)
+		if innerCtx != gctx || innerFlush(ctx, tx) != nil {
+			t.Error("a nested Deferred does not share the outer one's messages")
+		}
+		return flush(gctx, tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, p := tables(t, db); r != 0 || p != 1 {
+		t.Fatalf("rows %d, packs %d; want one pack", r, p)
+	}
+	got := db.Outbox(t, "")
+	if len(got) != 3 || got[0].ID != a.ID || got[1].ID != b.ID || got[2].ID != c.ID {
+		t.Fatalf("outbox = %+v, want a, b, c in order", got)
+	}
+	// A repeat of a message already in the outbox is answered by flush.
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		gctx, flush := publisher.Deferred(ctx)
+		other := a
+		other.Payload = []byte("other")
+		if err := publisher.Enqueue(gctx, tx, other); err != nil {
+			return err
+		}
+		return flush(gctx, tx)
+	})
+	if !errors.Is(err, publisher.ErrIDReused) {
+		t.Fatalf("flush of a reused id: %v, want ErrIDReused", err)
+	}
+}
