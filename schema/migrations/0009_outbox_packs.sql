@@ -247,9 +247,12 @@ LANGUAGE plpgsql AS $$
 DECLARE
     packed text[];
 BEGIN
+    -- Only the transaction that owns an id writes a pack holding it, so
+    -- an earlier pack with one of these ids is one of this transaction's:
+    -- created at its now().
     IF cardinality(ids) BETWEEN 1 AND 1024 AND hookbridge.outbox_owned(ids)
        AND NOT EXISTS (SELECT 1 FROM hookbridge.outbox_rows r WHERE r.event_id = ANY (ids))
-       AND NOT EXISTS (SELECT 1 FROM hookbridge.outbox_packed(ids)) THEN
+       AND NOT EXISTS (SELECT 1 FROM hookbridge.outbox_packs p WHERE p.created_at = now() AND p.event_ids && ids) THEN
         PERFORM pg_advisory_xact_lock(1751281664, hashtext(k.k))
         FROM (SELECT u.k, min(u.ord) AS first
               FROM unnest(keys) WITH ORDINALITY AS u(k, ord)
