@@ -77,15 +77,15 @@ func walSince(ctx context.Context, pool *pgxpool.Pool, from walMark, events int)
 func waitOutboxDrained(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		c, err := store.OutboxStats(ctx, pool)
+		pending, err := store.CountOutboxPending(ctx, pool)
 		if err != nil {
 			return fmt.Errorf("outbox pending rows: %w", err)
 		}
-		if c.Pending == 0 {
+		if pending == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("outbox still holds %d pending rows after %s", c.Pending, timeout)
+			return fmt.Errorf("outbox still holds %d pending rows after %s", pending, timeout)
 		}
 		select {
 		case <-ctx.Done():

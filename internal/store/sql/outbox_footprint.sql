@@ -1,4 +1,7 @@
--- Both tables' size with their indexes and TOAST, and the messages they
--- hold.
-SELECT pg_total_relation_size('hookbridge.outbox_rows'::regclass) + pg_total_relation_size('hookbridge.outbox_packs'::regclass),
-       (SELECT count(*) FROM hookbridge.outbox_rows) + (SELECT coalesce(sum(n), 0) FROM hookbridge.outbox_packs)
+-- The outbox's size on disk (every table with its indexes and TOAST) and
+-- the messages it holds, for a schema of any version: the table before
+-- migration 0009, the tables of rows and packs from it on.
+SELECT coalesce(pg_total_relation_size(to_regclass('hookbridge.outbox_rows')), 0)
+     + coalesce(pg_total_relation_size(to_regclass('hookbridge.outbox_packs')), 0)
+     + CASE WHEN to_regclass('hookbridge.outbox_rows') IS NULL THEN pg_total_relation_size('hookbridge.outbox') ELSE 0 END,
+       (SELECT count(*) FROM hookbridge.outbox)
