@@ -56,7 +56,7 @@ $$;
 -- writes only them to the WAL when the new version fits on the page,
 -- hence the fill factor.
 CREATE TABLE hookbridge.outbox_packs (
-    first_id    bigint      PRIMARY KEY,
+    first_id    bigint      NOT NULL,
     key_seq     bigint      NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
     n           integer     NOT NULL CHECK (n BETWEEN 1 AND 1024),
@@ -72,9 +72,13 @@ CREATE TABLE hookbridge.outbox_packs (
         autovacuum_vacuum_insert_scale_factor = 0.02,
         autovacuum_analyze_scale_factor = 0.05);
 
+-- A message's pack by id (the block of 1024 ids from first_id), and
+-- retention's walk. n is included so that the counts of status and
+-- /metrics read the index alone, not every kept pack.
+ALTER TABLE hookbridge.outbox_packs ADD CONSTRAINT outbox_packs_pkey PRIMARY KEY (first_id) INCLUDE (n);
 -- The relay claims pending packs in key_seq order, and looks for earlier
 -- pending packs that share a key with the ones it holds.
-CREATE INDEX outbox_packs_pending_idx ON hookbridge.outbox_packs (key_seq) WHERE sent_at IS NULL;
+CREATE INDEX outbox_packs_pending_idx ON hookbridge.outbox_packs (key_seq) INCLUDE (n) WHERE sent_at IS NULL;
 -- A pack's messages are found from the inbox rows of the events whose
 -- apply wrote it: inbox.applied_at and the pack's created_at are both the
 -- transaction's now().
