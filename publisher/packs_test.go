@@ -466,3 +466,41 @@ func TestDeferredGathersIntoOnePack(t *testing.T) {
 		t.Fatalf("flush of a reused id: %v, want ErrIDReused", err)
 	}
 }
+
+// The operators' list of pending messages pages through rows and packed
+// messages alike, newest first, each message once.
+func TestPendingPagesIncludePackedMessages(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ctx := context.Background()
+	enqueueApplied(t, db.Pool, applied("a1", ""), applied("a2", ""))
+	enqueue(t, db.Pool, msg("row-1", ""))
+	enqueueApplied(t, db.Pool, applied("b1", ""), applied("b2", ""), applied("b3", ""))
+	var seen []int64
+	before := int64(0)
+	for range 10 {
+		page, err := store.PageOutbox(ctx, db.Pool, "pending", before, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, o := range page {
+			seen = append(seen, o.ID)
+		}
+		before = page[len(page)-1].ID
+	}
+	var want []int64
+	rows, err := db.Pool.Query(ctx, `SELECT id FROM hookbridge.outbox ORDER BY id DESC`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 6 || !slices.Equal(seen, want) {
+		t.Fatalf("pages gave %v, want %v", seen, want)
+	}
+}
