@@ -4,7 +4,17 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/hookbridge ./cmd/hookbridge \
+# `hookbridge version` names the build: HOOKBRIDGE_VERSION and
+# HOOKBRIDGE_COMMIT (docker build --build-arg HOOKBRIDGE_COMMIT=$(git
+# rev-parse HEAD)), else the commit of a .git in the build context, else
+# none, stamped with -ldflags -X.
+ARG HOOKBRIDGE_VERSION=""
+ARG HOOKBRIDGE_COMMIT=""
+RUN commit="${HOOKBRIDGE_COMMIT:-$(git rev-parse HEAD 2>/dev/null || true)}" \
+ && CGO_ENABLED=0 go build -trimpath -ldflags="-s -w \
+      -X github.com/hookbridge/hookbridge/cli.stampedVersion=${HOOKBRIDGE_VERSION} \
+      -X github.com/hookbridge/hookbridge/cli.stampedCommit=${commit}" \
+      -o /out/hookbridge ./cmd/hookbridge \
  && mkdir -p /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -110,6 +110,7 @@ func (h *Handler) routes() {
 	api("GET /api/v1/events/{source}/{event_id...}", h.event)
 	api("POST /api/v1/consumers/{name}/pause", h.pause)
 	api("POST /api/v1/consumers/{name}/resume", h.resume)
+	api("POST /api/v1/consumers/{name}/delete", h.deleteDurable)
 	api("/api/", func(http.ResponseWriter, *http.Request) error {
 		return httpError{http.StatusNotFound, "no such endpoint"}
 	})

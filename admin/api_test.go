@@ -56,7 +56,7 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	h, err := admin.New(admin.Options{
 		Ops: o, Token: apiToken, Logger: slog.New(slog.NewJSONHandler(&syncWriter{w: &logBuf}, nil)),
 		Status: func(ctx context.Context) (admin.Status, error) {
-			return app.ReadAdminStatus(ctx, db.Pool, ns.JS, nil)
+			return app.ReadAdminStatus(ctx, cfg, db.Pool, ns.JS, nil)
 		},
 	})
 	if err != nil {
@@ -580,6 +580,80 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	e.mustCall(t, "GET", "/api/v1/replay/nope", nil, http.StatusNotFound, nil)
 }
 
+// A dry run marks the messages that are unresolved dead letters, which
+// the inbox alone calls new, with the dead letter and what the real run
+// does with them.
+func TestReplayDryRunNamesDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	e.ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
+	_, dl := e.deadPaid(t, "p-dead", "o-missing")
+	var dry struct {
+		Summary struct {
+			ByOutcome      map[string]int `json:"by_outcome"`
+			NewDeadLetters int            `json:"new_dead_letters"`
+		} `json:"summary"`
+		Items []struct {
+			EventID      string `json:"event_id"`
+			Outcome      string `json:"outcome"`
+			DeadLetterID int64  `json:"dead_letter_id"`
+			Note         string `json:"note"`
+		} `json:"items"`
+	}
+	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders"}, http.StatusOK, &dry)
+	if dry.Summary.ByOutcome["new"] != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
+		t.Fatalf("dry run = %+v", dry)
+	}
+	if it := dry.Items[0]; it.EventID != "c1" || it.DeadLetterID != 0 || it.Note != "" {
+		t.Fatalf("item c1 = %+v", it)
+	}
+	if it := dry.Items[1]; it.EventID != "p-dead" || it.Outcome != "new" || it.DeadLetterID != dl || !strings.Contains(it.Note, "the real run applies it again") {
+		t.Fatalf("item p-dead = %+v", it)
+	}
+}
+
+// The overview names the events failing right now with their failure
+// counts and last errors, and each stream's reach back for a replay is
+// its oldest stored message; an event's life gives its failures too.
+func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
+	t.Parallel()
+	e := newAPIEnv(t)
+	seq := e.ns.PublishHook(t, "demo", "p-early", orders.Paid, orders.WebhookBody(orders.Paid, "o-late", 100))
+	key := store.MessageKey{Source: "demo", EventID: "p-early", StreamSeq: seq}
+	for range 2 {
+		if _, err := store.CountFailure(context.Background(), e.db.Pool, "orders", key, "unknown order o-late"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var st admin.Status
+	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
+	if len(st.Retrying) != 1 || st.RetryingByConsumer["orders"] != 1 {
+		t.Fatalf("retrying = %+v, by consumer %v", st.Retrying, st.RetryingByConsumer)
+	}
+	if f := st.Retrying[0]; f.Consumer != "orders" || f.EventID != "p-early" || f.StreamSeq != seq || f.Failures != 2 ||
+		f.LastError != "unknown order o-late" || f.LastFailedAt.IsZero() {
+		t.Fatalf("retrying event = %+v", f)
+	}
+	var hooks *admin.StreamStatus
+	for i := range st.Streams {
+		if st.Streams[i].Name == stream.Hooks {
+			hooks = &st.Streams[i]
+		}
+	}
+	if hooks == nil || hooks.FirstSeq != seq || hooks.FirstTime == nil || time.Since(*hooks.FirstTime) > time.Hour {
+		t.Fatalf("HOOKS = %+v, want its first message's sequence and time", hooks)
+	}
+
+	var life ops.EventLife
+	e.mustCall(t, "GET", "/api/v1/events/demo/p-early", nil, http.StatusOK, &life)
+	if len(life.Consumers) != 1 {
+		t.Fatalf("consumers = %+v", life.Consumers)
+	}
+	if c := life.Consumers[0]; c.State != ops.EventRedelivered || c.Failures != 2 || c.LastError != "unknown order o-late" || c.LastFailedAt == nil {
+		t.Fatalf("at orders = %+v", c)
+	}
+}
+
 func TestEventLife(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
@@ -605,6 +679,9 @@ func TestEventLife(t *testing.T) {
 	if life.Stored == nil || life.Stored.Seq != pSeq || len(life.Consumers) != 1 || life.Consumers[0].State != ops.EventDeadLettered ||
 		life.Consumers[0].DeadLetterID == nil || *life.Consumers[0].DeadLetterID != dl || len(life.Outbox) != 0 {
 		t.Fatalf("dead-lettered event = %+v", life)
+	}
+	if len(life.DeadLetters) != 1 || life.DeadLetters[0].ID != dl || life.DeadLetters[0].ResolvedAt != nil || len(life.Conflicts) != 0 {
+		t.Fatalf("dead-lettered event's dead letters %+v, conflicts %+v", life.DeadLetters, life.Conflicts)
 	}
 
 	// Known to no table: found among the newest messages, pending.

@@ -21,6 +21,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
@@ -150,6 +151,20 @@ func (s *consoleServe) post(t *testing.T, id, orderID string, cents int64) int {
 	t.Helper()
 	req := hookbridgetest.SignedRequest(t, "http://"+s.httpAddr+"/webhooks/demo",
 		hookbridgetest.Delivery{Secret: demoSecret, ID: id, Body: orders.WebhookBody(orders.Created, orderID, cents)})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// postBody sends a signed webhook with body and returns the status.
+func (s *consoleServe) postBody(t *testing.T, id string, body []byte) int {
+	t.Helper()
+	req := hookbridgetest.SignedRequest(t, "http://"+s.httpAddr+"/webhooks/demo",
+		hookbridgetest.Delivery{Secret: demoSecret, ID: id, Body: body})
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -492,6 +507,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st := b.eval(`["processed", "duplicate"].includes(document.querySelector('#ev-result tr[data-consumer="orders"]').dataset.state)`); !st {
 		t.Errorf("evt-broken's outcome for orders shown as %q, want processed", b.text(`#ev-result tr[data-consumer="orders"]`))
 	}
+	// Its dead letter is part of its life, resolved as it is.
+	dlRow := fmt.Sprintf(`#ev-result tr[data-dead-letter="%d"]`, dl)
+	if got := b.text(dlRow); !strings.Contains(got, "requeued") {
+		t.Errorf("evt-broken's life shows its dead letter as %q, want it resolved (requeued)", got)
+	}
+	if !b.eval(fmt.Sprintf(`document.querySelector(%q).getAttribute("href") === "#/dead-letters/%d"`, dlRow+" a", dl)) {
+		t.Error("evt-broken's life does not link its dead letter")
+	}
+	// And the conflicting event's life links its (resolved) conflict.
+	b.do("look up evt-c", chromedp.SetValue(css("#ev-id"), "evt-c"), chromedp.Click(css("#ev-lookup")))
+	cfRow := fmt.Sprintf(`#ev-result tr[data-conflict="%d"]`, cf)
+	b.until("the event's conflict", fmt.Sprintf(`document.querySelector(%q) !== null`, cfRow))
+	if got := b.text(cfRow); !strings.Contains(got, "sender bug") {
+		t.Errorf("evt-c's life shows its conflict as %q, want it resolved", got)
+	}
 
 	// A phone: nothing scrolls sideways.
 	b.do("phone size", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"#/overview"))
@@ -511,12 +541,72 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
+// TestConsoleShowsRetryingEvents: an event that fails and is retried is
+// named on the overview with its failure count and last error, and its
+// life shows them; once it applies it leaves the list. Each stream shows
+// how far back a replay reaches: its oldest stored message.
+func TestConsoleShowsRetryingEvents(t *testing.T) {
+	chrome := chromiumPath(t)
+	s := startConsoleServe(t, builtin.Handlers())
+	b := newBrowser(t, chrome)
+	base := "http://" + s.adminAddr + "/"
+	b.login(base)
+
+	// Paid before it was created: the orders handler retries it.
+	if code := s.postBody(t, "evt-early", orders.WebhookBody(orders.Paid, "o-late", 100)); code != http.StatusAccepted {
+		t.Fatalf("evt-early: status %d", code)
+	}
+	row := `#ov-retrying tr[data-event="evt-early"]`
+	b.until("the retrying event on the overview", fmt.Sprintf(`document.querySelector(%q) !== null`, row))
+	b.shot("overview-retrying")
+	if got := b.text(row + ` td[data-label="Failures"]`); got == "" || got == "0" {
+		t.Errorf("failures shown as %q", got)
+	}
+	if got := b.text(row + ` td[data-label="Last error"]`); !strings.Contains(got, "unknown order") {
+		t.Errorf("last error shown as %q", got)
+	}
+	if got := b.text(`#ov-consumers tr[data-consumer="orders"] td[data-label="Retrying"]`); got != "1" {
+		t.Errorf("orders retrying shown as %q, want 1", got)
+	}
+	if got := b.text(`#ov-streams tr[data-stream="HOOKS"] td[data-label="Replay reaches back to"]`); !strings.HasPrefix(got, "seq 1, ") || !strings.Contains(got, "ago") {
+		t.Errorf("HOOKS replay reach shown as %q, want its first message's sequence and time", got)
+	}
+
+	b.do("open its life", chromedp.Click(css(row+" a")))
+	b.until("the event's consumer", `document.querySelector('#ev-result tr[data-consumer="orders"]') !== null`)
+	b.shot("event-retrying")
+	cons := `#ev-result tr[data-consumer="orders"]`
+	if got := b.text(cons); !strings.Contains(got, "redelivered") || !strings.Contains(got, "unknown order") {
+		t.Errorf("the event's consumer row shows %q, want redelivered with the last error", got)
+	}
+	if got := b.text(cons + ` td[data-label="Failures"]`); got == "" || got == "0" || got == "—" {
+		t.Errorf("the event's failures shown as %q", got)
+	}
+
+	// The operator restores the missing order (its order.created would
+	// wait behind the payment, in the order's order): the retry applies
+	// the event and it leaves the list.
+	if _, err := s.db.Pool.Exec(context.Background(), `INSERT INTO demo.orders (order_id, status, amount_cents, currency, created_event_id, last_event_id)
+		VALUES ('o-late', 'created', 100, 'EUR', 'restored', 'restored')`); err != nil {
+		t.Fatal(err)
+	}
+	hookbridgetest.Eventually(t, 2*time.Minute, "the retried event applied", func() bool {
+		return s.db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'evt-early'") == 1
+	})
+	b.do("back to the overview", chromedp.Click(css(`#nav a[data-page="overview"]`)))
+	b.until("no event retrying", `document.querySelector("#ov-retrying .empty") !== null`)
+	if ex := b.pageExceptions(); len(ex) > 0 {
+		t.Errorf("the page threw: %v", ex)
+	}
+}
+
 // TestConsoleActionsInBrowser covers the console's other actions in
 // headless Chromium against a real serve: discard a dead letter with a
 // reason (kept, marked, nothing applied) and find it again with the
 // resolved filter; requeue a dead outbox row (the relay then publishes
 // it to EVENTS); pause a consumer (an event sent meanwhile stays
-// unapplied) and resume it (the event applies).
+// unapplied) and resume it (the event applies); delete an orphaned
+// durable.
 func TestConsoleActionsInBrowser(t *testing.T) {
 	chrome := chromiumPath(t)
 	var fixed atomic.Bool // never set: the broken order stays broken
@@ -599,6 +689,26 @@ func TestConsoleActionsInBrowser(t *testing.T) {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-p'") == 1
 	})
 	b.shot("consumer-resumed")
+
+	// An orphaned durable (a consumer taken out of the configuration) is
+	// marked, with a card; Delete asks once more, then removes it.
+	if _, err := s.js.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: "old_orders", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	orow = `#ov-consumers tr[data-consumer="old_orders"]`
+	b.until("the orphan on the overview", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("orphaned") && document.getElementById("ov-orphans") !== null`, orow))
+	b.shot("orphaned-durable")
+	b.do("delete it", chromedp.Click(css(orow+" button")))
+	b.until("the delete armed", fmt.Sprintf(`document.querySelector(%q).textContent === "Confirm delete"`, orow+" button"))
+	if _, err := s.js.JS.Consumer(ctx, stream.Hooks, "old_orders"); err != nil {
+		t.Fatalf("one click deleted old_orders: %v", err)
+	}
+	b.do("confirm", chromedp.Click(css(orow+" button")))
+	b.until("the delete reported", `document.getElementById("flash").textContent.startsWith("Durable old_orders deleted")`)
+	b.until("the orphan gone", fmt.Sprintf(`document.querySelector(%q) === null && document.getElementById("ov-orphans") === null`, orow))
+	if _, err := s.js.JS.Consumer(ctx, stream.Hooks, "old_orders"); err == nil {
+		t.Fatal("old_orders still on HOOKS after the delete")
+	}
 
 	// A token that stops working (rotated on the server) sends the
 	// operator back to the login form with the reason, and is forgotten.

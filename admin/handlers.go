@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/ops"
 )
@@ -256,6 +257,24 @@ func (h *Handler) resume(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	h.audit(r, "consumer.resume", "consumer/"+name, "resumed")
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// deleteDurable deletes a durable on HOOKS no configured consumer owns;
+// a refused or failed delete is audited too.
+func (h *Handler) deleteDurable(w http.ResponseWriter, r *http.Request) error {
+	if err := decode(r, &struct{}{}); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	res, err := h.o.Ops.DeleteDurable(r.Context(), name)
+	if err != nil {
+		h.audit(r, "consumer.delete", "consumer/"+name, "failed", "err", errtext.Short(err.Error()))
+		return err
+	}
+	h.audit(r, "consumer.delete", "consumer/"+name, "deleted", "durables", res.Deleted, "ack_floor_seq", res.AckFloorSeq,
+		"pending", res.Pending, "ack_pending", res.AckPending)
 	writeJSON(w, http.StatusOK, res)
 	return nil
 }

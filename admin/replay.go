@@ -39,6 +39,10 @@ type dryRunItem struct {
 	EventType string `json:"event_type"`
 	// Outcome is what applying would do: new, duplicate or conflict.
 	Outcome string `json:"outcome"`
+	// DeadLetterID and Note: the message is one of the consumer's
+	// unresolved dead letters, and what the real run does with it.
+	DeadLetterID int64  `json:"dead_letter_id,omitempty"`
+	Note         string `json:"note,omitempty"`
 }
 
 type dryRunSummary struct {
@@ -46,6 +50,10 @@ type dryRunSummary struct {
 	ByType   map[string]int `json:"by_type"`
 	// ByOutcome counts what applying would do (new, duplicate, conflict…).
 	ByOutcome map[string]int `json:"by_outcome"`
+	// NewDeadLetters counts the new ones that are unresolved dead letters:
+	// the real run applies them again, and they fail again unless their
+	// cause was fixed.
+	NewDeadLetters int `json:"new_dead_letters"`
 }
 
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
@@ -73,14 +81,26 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if sel.DryRun {
+		notes, err := h.o.Ops.DryRunNotes(r.Context(), req.Consumer, sel)
+		if err != nil {
+			return err
+		}
 		sum := dryRunSummary{ByType: map[string]int{}, ByOutcome: map[string]int{}}
 		items := []dryRunItem{}
-		_, err := h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it consumer.ReplayItem) {
+		_, err = h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it consumer.ReplayItem) {
 			sum.Messages++
 			sum.ByType[it.Type]++
 			sum.ByOutcome[it.Outcome.String()]++
+			note := notes(it)
+			if note != nil && it.Outcome == consumer.ReplayNew {
+				sum.NewDeadLetters++
+			}
 			if len(items) < dryRunItems {
-				items = append(items, dryRunItem{StreamSeq: it.Seq, Source: it.Source, EventID: it.EventID, EventType: it.Type, Outcome: it.Outcome.String()})
+				item := dryRunItem{StreamSeq: it.Seq, Source: it.Source, EventID: it.EventID, EventType: it.Type, Outcome: it.Outcome.String()}
+				if note != nil {
+					item.DeadLetterID, item.Note = note.DeadLetterID, note.Note
+				}
+				items = append(items, item)
 			}
 		})
 		if err != nil {

@@ -18,33 +18,58 @@ type Status struct {
 	DeadLettersByConsumer map[string]int64 `json:"dead_letters_by_consumer"`
 	Conflicts             int64            `json:"conflicts"`
 	ConflictsUnresolved   int64            `json:"conflicts_unresolved"`
+	// OrphanedDurables are the durables on HOOKS no configured consumer
+	// owns; they keep every message they have not acked in HOOKS.
+	OrphanedDurables []string `json:"orphaned_durables"`
+	// Retrying are the events failing right now, the most recent failure
+	// first (a bounded list); RetryingByConsumer counts them all.
+	Retrying           []RetryingEvent  `json:"retrying"`
+	RetryingByConsumer map[string]int64 `json:"retrying_by_consumer"`
 	// Ready is the instance's readiness (what /readyz answers).
 	Ready bool `json:"ready"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
 
-// StreamStatus is one stream.
+// StreamStatus is one stream. FirstSeq and FirstTime are how far back a
+// replay reaches: the oldest message still stored (nil time: none).
 type StreamStatus struct {
-	Name          string  `json:"name"`
-	Messages      uint64  `json:"messages"`
-	Bytes         uint64  `json:"bytes"`
-	FirstSeq      uint64  `json:"first_seq"`
-	LastSeq       uint64  `json:"last_seq"`
-	MaxBytes      int64   `json:"max_bytes"`
-	MaxAgeSeconds float64 `json:"max_age_seconds"`
+	Name          string     `json:"name"`
+	Messages      uint64     `json:"messages"`
+	Bytes         uint64     `json:"bytes"`
+	FirstSeq      uint64     `json:"first_seq"`
+	FirstTime     *time.Time `json:"first_time"`
+	LastSeq       uint64     `json:"last_seq"`
+	MaxBytes      int64      `json:"max_bytes"`
+	MaxAgeSeconds float64    `json:"max_age_seconds"`
 }
 
-// ConsumerStatus is one durable consumer.
+// RetryingEvent is one event failing right now: redelivered after its
+// backoff, dead-lettered when Failures reaches max_deliver.
+type RetryingEvent struct {
+	Consumer     string    `json:"consumer"`
+	Source       string    `json:"source"`
+	EventID      string    `json:"event_id"`
+	StreamSeq    uint64    `json:"stream_seq"`
+	Failures     int       `json:"failures"`
+	LastError    string    `json:"last_error"`
+	LastFailedAt time.Time `json:"last_failed_at"`
+}
+
+// ConsumerStatus is one durable consumer. Retrying counts its events
+// failing right now (Redelivered counts redeliveries of any cause).
 type ConsumerStatus struct {
 	Name         string `json:"name"`
 	Stream       string `json:"stream"`
 	Pending      uint64 `json:"pending"`
 	AckPending   int    `json:"ack_pending"`
 	Redelivered  int    `json:"redelivered"`
+	Retrying     int64  `json:"retrying"`
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	AckFloorSeq  uint64 `json:"ack_floor_seq"`
 	Paused       bool   `json:"paused"`
+	// Orphaned marks a durable on HOOKS no configured consumer owns.
+	Orphaned bool `json:"orphaned"`
 }
 
 // OutboxStatus counts the outbox rows.

@@ -36,10 +36,11 @@ func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
 }
 
 // ReadAdminStatus reads the overview the admin API answers GET
-// /api/v1/status with: the same reads as `hookbridge status`. ready, when
+// /api/v1/status with: the same reads as `hookbridge status`, compared
+// with cfg (see [Status.ApplyConfig]). ready, when
 // set, tells whether the instance is ready. A JetStream failure leaves
 // the streams out and says why; a Postgres failure is the error.
-func ReadAdminStatus(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, ready func(context.Context) bool) (admin.Status, error) {
+func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jetstream.JetStream, ready func(context.Context) bool) (admin.Status, error) {
 	st := NewStatus()
 	if err := st.ReadPostgres(ctx, pool); err != nil {
 		return admin.Status{}, fmt.Errorf("status: %w", err)
@@ -49,23 +50,35 @@ func ReadAdminStatus(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetSt
 	} else if err := st.ReadJetStream(ctx, js); err != nil {
 		st.JetStreamError = err.Error()
 	}
+	st.ApplyConfig(cfg)
 	out := admin.Status{
 		Streams: []admin.StreamStatus{}, Consumers: []admin.ConsumerStatus{},
 		Outbox: admin.OutboxStatus{Pending: st.Outbox.Pending, Dead: st.Outbox.Dead, Sent: st.Outbox.Sent,
 			OldestPendingAgeSeconds: st.Outbox.OldestPendingSecond},
 		DeadLettersByConsumer: st.DeadLetters, Conflicts: st.Conflicts, ConflictsUnresolved: st.ConflictsUnresolved,
-		JetStreamError: st.JetStreamError,
+		JetStreamError: st.JetStreamError, OrphanedDurables: st.OrphanedDurables,
 	}
 	for _, n := range st.DeadLetters {
 		out.DeadLettersUnresolved += n
 	}
 	for _, s := range st.Streams {
-		out.Streams = append(out.Streams, admin.StreamStatus{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes,
-			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, MaxBytes: s.MaxBytes, MaxAgeSeconds: s.MaxAgeSeconds})
+		ss := admin.StreamStatus{Name: s.Name, Messages: s.Messages, Bytes: s.Bytes,
+			FirstSeq: s.FirstSeq, LastSeq: s.LastSeq, MaxBytes: s.MaxBytes, MaxAgeSeconds: s.MaxAgeSeconds}
+		if s.Messages > 0 && !s.FirstTime.IsZero() {
+			first := s.FirstTime.UTC()
+			ss.FirstTime = &first
+		}
+		out.Streams = append(out.Streams, ss)
 	}
 	for _, c := range st.Consumers {
 		out.Consumers = append(out.Consumers, admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
-			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused})
+			AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, Retrying: st.RetryingByConsumer[c.Name],
+			DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned})
+	}
+	out.Retrying, out.RetryingByConsumer = []admin.RetryingEvent{}, st.RetryingByConsumer
+	for _, f := range st.Retrying {
+		out.Retrying = append(out.Retrying, admin.RetryingEvent{Consumer: f.Consumer, Source: f.Source, EventID: f.EventID,
+			StreamSeq: f.StreamSeq, Failures: f.Failures, LastError: f.LastError, LastFailedAt: f.UpdatedAt.UTC()})
 	}
 	if ready != nil {
 		out.Ready = ready(ctx)
@@ -87,7 +100,7 @@ func (s *Server) startAdmin(checks []check, console fs.FS) (func(ctx context.Con
 		Ops:   &ops.Ops{Pool: s.pool, JS: s.js, Consumers: OpsConsumers(s.cfg, s.handlers), Logger: s.log},
 		Token: token,
 		Status: func(ctx context.Context) (admin.Status, error) {
-			return ReadAdminStatus(ctx, s.pool, s.js, func(ctx context.Context) bool { return allReady(ctx, checks) })
+			return ReadAdminStatus(ctx, s.cfg, s.pool, s.js, func(ctx context.Context) bool { return allReady(ctx, checks) })
 		},
 		Console: console,
 		Logger:  s.log,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,7 @@ func (c *Config) InboxRetentionOrDefault() time.Duration {
 	if c.InboxRetention != nil {
 		return *c.InboxRetention
 	}
-	return max(DefaultInboxRetention, stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge)
+	return max(DefaultInboxRetention, (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge())
 }
 
 // DefaultAdminAddr is the admin listener's address when none is set:
@@ -115,21 +116,42 @@ type TracingConfig struct {
 type StreamsConfig struct {
 	Replicas        int           `yaml:"replicas"`
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
-	MaxAge          time.Duration `yaml:"max_age"`
-	MaxBytes        int64         `yaml:"max_bytes"`
+	// MaxAge is how long HOOKS keeps an applied message (0: 3 days); an
+	// unapplied one stays until every consumer has applied it.
+	MaxAge time.Duration `yaml:"max_age"`
+	// MaxBytes bounds HOOKS (0: half the JetStream store, see
+	// stream.Options.HooksMaxBytes) and EVENTS (0: unlimited); -1 leaves
+	// both unbounded.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Partitions spreads the keyed messages (sources with an ordering
+	// key) over this many partitions (default stream.DefaultPartitions).
+	// It is recorded on HOOKS when the stream is created or first
+	// upgraded, and cannot change afterwards (docs/DESIGN.md, "Order").
+	Partitions int `yaml:"partitions"`
+}
+
+// PartitionsOrDefault is the effective number of partitions.
+func (s StreamsConfig) PartitionsOrDefault() int {
+	if s.Partitions <= 0 {
+		return stream.DefaultPartitions
+	}
+	return s.Partitions
 }
 
 // SourceConfig declares one webhook sender.
 type SourceConfig struct {
-	Name        string        `yaml:"name"`
-	Scheme      string        `yaml:"scheme"`
-	Secrets     stringList    `yaml:"secrets"`
-	SecretEnv   stringList    `yaml:"secret_env"`
-	SecretFile  stringList    `yaml:"secret_file"`
-	Tolerance   time.Duration `yaml:"tolerance"`
-	EventID     *FieldConfig  `yaml:"event_id"`
-	EventType   *FieldConfig  `yaml:"event_type"`
-	HMAC        HMACConfig    `yaml:"hmac"`
+	Name       string        `yaml:"name"`
+	Scheme     string        `yaml:"scheme"`
+	Secrets    stringList    `yaml:"secrets"`
+	SecretEnv  stringList    `yaml:"secret_env"`
+	SecretFile stringList    `yaml:"secret_file"`
+	Tolerance  time.Duration `yaml:"tolerance"`
+	EventID    *FieldConfig  `yaml:"event_id"`
+	EventType  *FieldConfig  `yaml:"event_type"`
+	// OrderingKey says where the entity an event is about is named, or
+	// "none"; unset: the scheme's default (bridge.DefaultOrderingKey).
+	OrderingKey *KeyConfig `yaml:"ordering_key"`
+	HMAC        HMACConfig `yaml:"hmac"`
 	secretsRead []string
 }
 
@@ -138,6 +160,41 @@ type FieldConfig struct {
 	Header  string `yaml:"header"`
 	Pointer string `yaml:"pointer"`
 	Suffix  string `yaml:"suffix"`
+}
+
+// KeyConfig says where a source's ordering key is found: a header or a
+// JSON pointer, or "none" (the scalar) for a source without one.
+type KeyConfig struct {
+	Header  string `yaml:"header"`
+	Pointer string `yaml:"pointer"`
+	// None is set by the scalar "none".
+	None bool `yaml:"-"`
+}
+
+// UnmarshalYAML accepts "none" or a mapping with header or pointer.
+func (k *KeyConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if n.Value != "none" {
+			return fmt.Errorf("line %d: ordering_key: %q: use none, {pointer: /json/pointer} or {header: Name}", n.Line, n.Value)
+		}
+		*k = KeyConfig{None: true}
+		return nil
+	}
+	type plain KeyConfig
+	var v plain
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*k = KeyConfig(v)
+	return nil
+}
+
+// field is the ingress's view of k; nil for none.
+func (k *KeyConfig) field() *bridge.Field {
+	if k.None {
+		return nil
+	}
+	return &bridge.Field{Header: k.Header, Pointer: k.Pointer}
 }
 
 // HMACConfig configures scheme "hmac".
@@ -323,7 +380,10 @@ func DefaultSources(env Env) []SourceConfig {
 	if v, ok := env("HOOKBRIDGE_DEMO_SECRET"); ok && v != "" {
 		secret = v
 	}
-	return []SourceConfig{{Name: "demo", Scheme: verify.SchemeStandardWebhooks, Secrets: stringList{secret}}}
+	// Demo events are about orders: created, paid and cancelled of one
+	// order apply in that order (docs/DESIGN.md, "Order").
+	return []SourceConfig{{Name: "demo", Scheme: verify.SchemeStandardWebhooks, Secrets: stringList{secret},
+		OrderingKey: &KeyConfig{Pointer: "/data/order_id"}}}
 }
 
 // DefaultConsumers enables the example orders consumer for "demo".
@@ -424,7 +484,7 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	if retention < 0 {
 		bad("inbox_retention", "must not be negative (0 keeps inbox rows)")
 	}
-	if maxAge := stream.HooksConfig(stream.Options{MaxAge: c.Streams.MaxAge}).MaxAge; retention > 0 && retention < maxAge {
+	if maxAge := (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge(); retention > 0 && retention < maxAge {
 		// A message still in HOOKS can be redelivered or replayed; without
 		// its inbox row it would be applied a second time.
 		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", retention, maxAge)
@@ -447,6 +507,9 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	}
 	if c.adminToken != "" && len(c.adminToken) < 16 {
 		bad("admin_token", "must be at least 16 characters (try: openssl rand -hex 32)")
+	}
+	if c.Streams.Partitions < 0 || c.Streams.Partitions > stream.MaxPartitions {
+		bad("streams.partitions", "must be between 1 and %d", stream.MaxPartitions)
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")
@@ -510,6 +573,11 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 				if err := f.field().Validate(); err != nil {
 					bad(key+"."+name, "%v", err)
 				}
+			}
+		}
+		if f := s.orderingKey(); f != nil {
+			if err := f.Validate(); err != nil {
+				bad(key+".ordering_key", "%v", err)
 			}
 		}
 	}
@@ -589,5 +657,56 @@ func (s *SourceConfig) bridgeSource() (bridge.Source, error) {
 	if s.EventType != nil {
 		typ = s.EventType.field()
 	}
-	return bridge.Source{Name: s.Name, Verifier: v, EventID: id, EventType: typ}, nil
+	return bridge.Source{Name: s.Name, Verifier: v, EventID: id, EventType: typ, OrderingKey: s.orderingKey()}, nil
+}
+
+// orderingKey is where the source's ordering key is found: as configured,
+// else the scheme's default; nil when it has none.
+func (s *SourceConfig) orderingKey() *bridge.Field {
+	if s.OrderingKey != nil {
+		return s.OrderingKey.field()
+	}
+	return bridge.DefaultOrderingKey(s.Scheme)
+}
+
+// Keyed reports whether the source has an ordering key.
+func (s *SourceConfig) Keyed() bool { return s.orderingKey() != nil }
+
+// KeyedSources are the names of the sources with an ordering key.
+func (c *Config) KeyedSources() []string {
+	var out []string
+	for i := range c.Sources {
+		if c.Sources[i].Keyed() {
+			out = append(out, c.Sources[i].Name)
+		}
+	}
+	return out
+}
+
+// ConsumerPartitions is the number of partitions consumer cc reads
+// keyed messages from: the configured partitions when one of its
+// sources (all sources, when it names none) has an ordering key, else 0.
+func (c *Config) ConsumerPartitions(cc *ConsumerConfig) int {
+	for _, name := range c.KeyedSources() {
+		if len(cc.Sources) == 0 || slices.Contains(cc.Sources, name) {
+			return c.Streams.PartitionsOrDefault()
+		}
+	}
+	return 0
+}
+
+// keyedOnly reports whether every source cc reads has an ordering key.
+func (c *Config) keyedOnly(cc *ConsumerConfig) bool {
+	names := cc.Sources
+	if len(names) == 0 {
+		for i := range c.Sources {
+			names = append(names, c.Sources[i].Name)
+		}
+	}
+	for _, n := range names {
+		if src := c.Source(n); src == nil || !src.Keyed() {
+			return false
+		}
+	}
+	return len(names) > 0
 }

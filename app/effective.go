@@ -7,14 +7,16 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hookbridge/hookbridge/bridge/verify"
 )
 
 // Masked is what [EffectiveYAML] prints in place of a secret.
 const Masked = "***"
 
 // EffectiveYAML is cfg as YAML, the way `hookbridge config check` prints
-// it: the file with the environment, the flags and the defaults applied,
-// and every secret shown as [Masked]: inline source and self-test
+// it (given [Config.Resolved]: the file with the environment, the flags
+// and the defaults applied), with every secret shown as [Masked]: inline source and self-test
 // secrets, the admin token and the passwords of the database, NATS and
 // tracing URLs. secret_env, secret_file and admin_token_file stay: they
 // name where a secret is, not the secret.
@@ -36,12 +38,82 @@ func EffectiveYAML(cfg Config) ([]byte, error) {
 	if err := doc.Encode(c); err != nil {
 		return nil, fmt.Errorf("config: print: %w", err)
 	}
+	dropUnused(&doc, cfg)
+	explainZeros(&doc, cfg)
 	prune(&doc)
 	out, err := yaml.Marshal(&doc)
 	if err != nil {
 		return nil, fmt.Errorf("config: print: %w", err)
 	}
 	return out, nil
+}
+
+// dropUnused removes the blocks serve does not read in cfg: a source's
+// hmac block unless its scheme is hmac, and tracing while it is off (no
+// endpoint). Their zeros would read as settings in use.
+func dropUnused(doc *yaml.Node, cfg Config) {
+	if cfg.Tracing.OTLPEndpoint == "" {
+		removeKey(doc, "tracing")
+	}
+	sources := mapValue(doc, "sources")
+	if sources == nil || sources.Kind != yaml.SequenceNode {
+		return
+	}
+	for i, s := range sources.Content {
+		if i < len(cfg.Sources) && cfg.Sources[i].Scheme != verify.SchemeHMAC {
+			removeKey(s, "hmac")
+		}
+	}
+}
+
+// explainZeros comments the zeros that mean "no limit".
+func explainZeros(doc *yaml.Node, cfg Config) {
+	if cfg.InboxRetention != nil && *cfg.InboxRetention == 0 {
+		if n := mapValue(doc, "inbox_retention"); n != nil {
+			n.LineComment = "kept forever"
+		}
+	}
+	if streams := mapValue(doc, "streams"); streams != nil && cfg.Streams.MaxBytes == 0 {
+		if n := mapValue(streams, "max_bytes"); n != nil {
+			n.LineComment = "no limit"
+		}
+	}
+	if sources := mapValue(doc, "sources"); sources != nil {
+		for i, s := range sources.Content {
+			if i < len(cfg.Sources) && cfg.Sources[i].Tolerance == 0 {
+				if n := mapValue(s, "tolerance"); n != nil {
+					n.LineComment = "the scheme signs no timestamp"
+				}
+			}
+			if i < len(cfg.Sources) && cfg.Sources[i].OrderingKey != nil && cfg.Sources[i].OrderingKey.None {
+				// KeyConfig writes none as an empty mapping; the file
+				// spells it "none".
+				if n := mapValue(s, "ordering_key"); n != nil {
+					*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "none"}
+				}
+			}
+		}
+	}
+}
+
+// mapValue is the value of key in the mapping m, nil when there is none.
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// removeKey removes key and its value from the mapping m.
+func removeKey(m *yaml.Node, key string) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			m.Content = append(m.Content[:i], m.Content[i+2:]...)
+			return
+		}
+	}
 }
 
 // masked is secrets with each one replaced by [Masked] (a new slice: the
@@ -59,7 +131,8 @@ func masked(secrets stringList) stringList {
 
 // prune drops the keys of n's mappings whose values are null, "", [] or
 // {} (after pruning them in turn): what is not set says nothing. Zeros
-// stay, because 0 often means "the default" and that is worth seeing.
+// stay: in a resolved configuration a 0 is the value in use (no batch
+// wait, no tolerance for a scheme that signs no timestamp).
 func prune(n *yaml.Node) bool {
 	switch n.Kind {
 	case yaml.ScalarNode:

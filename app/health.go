@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -60,6 +61,10 @@ func readyz(checks []check) http.HandlerFunc {
 			if err := c.fn(ctx); err != nil {
 				status = http.StatusServiceUnavailable
 				out[c.name] = "unavailable"
+				var reason *readyReason
+				if errors.As(err, &reason) {
+					out[c.name] += ": " + reason.Error()
+				}
 				continue
 			}
 			out[c.name] = "ok"

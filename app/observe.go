@@ -138,6 +138,9 @@ func (t metricsTracer) TraceReceiveEnd(_ context.Context, d bridge.TraceReceiveE
 		source = metrics.UnknownSource
 	}
 	t.m.IngressRequest(source, d.Status, d.VerifyReason())
+	if d.Unkeyed && d.Status < 300 {
+		t.m.IngressUnkeyed(source)
+	}
 }
 
 func (t metricsTracer) TracePublishStart(ctx context.Context, _ bridge.TracePublishStartData) context.Context {

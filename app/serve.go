@@ -65,6 +65,11 @@ type Server struct {
 	failure atomic.Pointer[error]
 	// guardInterval is how often the storage guard looks (0: every 5s).
 	guardInterval time.Duration
+	// storeMax is the JetStream storage the server gives this deployment
+	// (0: not known), hooksBound the byte bound HOOKS got (-1: none); both
+	// are set by ensureStreams.
+	storeMax   int64
+	hooksBound int64
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -146,7 +151,30 @@ func (s *Server) streamOptions() stream.Options {
 		DuplicateWindow: s.cfg.Streams.DuplicateWindow,
 		MaxAge:          s.cfg.Streams.MaxAge,
 		MaxBytes:        s.cfg.Streams.MaxBytes,
+		StoreMax:        s.storeMax,
+		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
 	}
+}
+
+// readStoreMax is the JetStream storage the server gives this deployment,
+// 0 when it does not say: the embedded server's store limit (which
+// nats-server sets to 75% of the disk's free space at start), else the
+// account's storage limit (an external server without account limits
+// says nothing, and a user may not be allowed to ask). HOOKS's default
+// byte bound is a share of it.
+func (s *Server) readStoreMax(ctx context.Context) int64 {
+	if s.embedded != nil {
+		if c := s.embedded.JetStreamConfig(); c != nil && c.MaxStore > 0 {
+			return c.MaxStore
+		}
+		return 0
+	}
+	ai, err := s.js.AccountInfo(ctx)
+	if err != nil {
+		s.log.Debug("jetstream account info unavailable; HOOKS's default byte bound does not know the store's size", "err", err)
+		return 0
+	}
+	return max(ai.Limits.MaxStore, 0)
 }
 
 // Addr is the HTTP listen address once Run has started listening.
@@ -178,6 +206,9 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		return err
 	}
 	defer s.closeNATS()
+	if err := s.checkServerVersion(); err != nil {
+		return err
+	}
 	if err := s.ensureStreams(ctx); err != nil {
 		return err
 	}
@@ -208,11 +239,12 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		}
 		defer s.pool.Close()
 		if needsDB {
-			checks = append(checks, check{name: "postgres", fn: s.pool.Ping, roles: []string{RoleConsumer, RoleRelay}})
+			checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay}})
 		}
 	}
 	checks = append(checks, s.consumerChecks()...)
-	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval}
+	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
+		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
 	}
@@ -286,13 +318,30 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if needsDB {
 		workers.Go(s.runDatabaseRoles) // its parts report their own failures
 	}
-	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription())
+	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription(),
+		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
 	err = workers.Wait()
 	s.log.Info("hookbridge stopped")
 	return err
+}
+
+// checkServerVersion refuses a NATS server too old for ordered
+// consumption when a source has an ordering key: partition durables are
+// built on priority groups with pinned clients (nats-server 2.11).
+func (s *Server) checkServerVersion() error {
+	keyed := s.cfg.KeyedSources()
+	if len(keyed) == 0 || !(s.roles[RoleIngress] || s.roles[RoleConsumer]) {
+		return nil
+	}
+	v := s.nc.ConnectedServerVersion()
+	if stream.ServerAtLeast(v, stream.MinOrderedServer) {
+		return nil
+	}
+	return fmt.Errorf("source %s has an ordering key: ordered consumption needs nats-server %s or later (priority groups), "+
+		"but the server is %s; upgrade NATS, or set ordering_key: none on the source", keyed[0], stream.MinOrderedServer, v)
 }
 
 // ensureStreams creates or updates the streams, retrying while JetStream
@@ -321,11 +370,17 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		s.storeMax = s.readStoreMax(actx)
 		// The three at once: an unanswered create then costs one timeout,
 		// not one per stream.
 		o := s.streamOptions()
 		p := pool.New().WithErrors()
-		for _, cfg := range []jetstream.StreamConfig{stream.HooksConfig(o), stream.ConflictsConfig(o), stream.EventsConfig(o)} {
+		p.Go(func() error {
+			_, bound, err := stream.EnsureHooks(actx, s.js, o)
+			s.hooksBound = bound
+			return err
+		})
+		for _, cfg := range []jetstream.StreamConfig{stream.ConflictsConfig(o), stream.EventsConfig(o)} {
 			p.Go(func() error {
 				_, err := stream.Ensure(actx, s.js, cfg)
 				return err
@@ -336,6 +391,9 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		// "No suitable peers for placement" is a 400 too, but on a cluster
 		// that is still forming (not every node has joined the meta group
 		// yet) it clears by itself, so it is retried like a time-out.
+		if errors.Is(err, stream.ErrPartitionsChanged) {
+			return struct{}{}, backoff.Permanent(err)
+		}
 		if errors.As(err, &apiErr) && apiErr.Code == http.StatusBadRequest && apiErr.ErrorCode != errCodeNoSuitablePeers {
 			return struct{}{}, backoff.Permanent(err) // a configuration the server refuses
 		}
@@ -452,7 +510,14 @@ func (s *Server) waitAndMigrate(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		s.log.Warn("postgres not ready; consumers wait, ingress keeps accepting", "err", err, "retry_in", delay)
+		if missing := missingDatabase(err, s.pool); missing != nil {
+			// Said at once and at error level: waiting will not create it.
+			cc := s.pool.Config().ConnConfig
+			s.log.Error("postgres database does not exist; consumers wait, ingress keeps accepting",
+				"database", cc.Database, "host", cc.Host, "port", cc.Port, "fix", "create it, or point database_url at one that does", "retry_in", delay)
+		} else {
+			s.log.Warn("postgres not ready; consumers wait, ingress keeps accepting", "err", err, "retry_in", delay)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -501,7 +566,7 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 		sources = append(sources, src)
 	}
 	return bridge.New(s.js, bridge.Options{Sources: sources, MaxBodyBytes: s.cfg.MaxBodyBytes, MaxInFlight: s.cfg.MaxInFlight, Logger: s.log,
-		Tracer: s.tracer()})
+		Tracer: s.tracer(), Partitions: s.cfg.Streams.PartitionsOrDefault()})
 }
 
 // poolSize is the Postgres pool's size when the URL sets none
@@ -513,8 +578,12 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 func (s *Server) poolSize() int32 {
 	n := 0
 	if s.roles[RoleConsumer] {
-		for _, cc := range s.cfg.Consumers {
-			n += cc.concurrency()
+		for i := range s.cfg.Consumers {
+			cc := &s.cfg.Consumers[i]
+			n += s.cfg.Concurrency(cc)
+			if s.cfg.ConsumerPartitions(cc) > 0 {
+				n += s.cfg.Concurrency(cc) // the partitions' batches apply besides the unkeyed ones
+			}
 		}
 	}
 	return int32(n + 4)
@@ -522,7 +591,8 @@ func (s *Server) poolSize() int32 {
 
 func (s *Server) consumers() ([]*consumer.Consumer, error) {
 	var out []*consumer.Consumer
-	for _, cc := range s.cfg.Consumers {
+	for i := range s.cfg.Consumers {
+		cc := &s.cfg.Consumers[i]
 		h, err := cc.NewHandler(s.handlers)
 		if err != nil {
 			return nil, err
@@ -532,7 +602,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),
 			Handler:        h,
-			Concurrency:    cc.concurrency(),
+			Concurrency:    s.cfg.Concurrency(cc),
 			BatchSize:      cc.BatchSize,
 			BatchWait:      cc.BatchWait,
 			AckWait:        cc.AckWait,
@@ -542,6 +612,7 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 			Backoff:        cc.Backoff,
 			Logger:         s.log,
 			Tracer:         s.tracer(),
+			Partitions:     s.cfg.ConsumerPartitions(cc),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)
@@ -556,8 +627,14 @@ func (s *Server) consumers() ([]*consumer.Consumer, error) {
 // durable on HOOKS, the storage guard trims nothing.
 func (s *Server) consumerNames() []string {
 	var out []string
-	for _, cc := range s.cfg.Consumers {
+	for i := range s.cfg.Consumers {
+		cc := &s.cfg.Consumers[i]
 		out = append(out, cc.Name)
+		// Keyed messages are acked only through the partition durables:
+		// each one must exist before anything may be trimmed.
+		for p := range s.cfg.ConsumerPartitions(cc) {
+			out = append(out, stream.PartitionDurable(cc.Name, p))
+		}
 	}
 	return out
 }

@@ -159,17 +159,18 @@ func (c *Config) validateSQL(key string, cc *ConsumerConfig, handlers Handlers, 
 	}
 }
 
-// concurrency is how many batches of the consumer apply at once: the
-// configured number, else 1 for an SQL consumer and
-// consumer.DefaultConcurrency for a Go handler. An SQL statement cannot
-// ask for an event that came too early to be retried (an UPDATE that finds
-// no row just finds none), so an SQL consumer applies in stream order
-// unless it is told otherwise.
-func (cc *ConsumerConfig) concurrency() int {
+// Concurrency is how many batches of consumer cc apply at once: the
+// configured number; else, for an SQL consumer, 1 unless every source it
+// reads has an ordering key; else consumer.DefaultConcurrency. An SQL
+// statement cannot ask for an event that came too early to be retried
+// (an UPDATE that finds no row just finds none): without keys, one
+// batch at a time on one instance is the closest to stream order; with
+// keys, the events of each key apply in stream order at any concurrency.
+func (c *Config) Concurrency(cc *ConsumerConfig) int {
 	switch {
 	case cc.Concurrency > 0:
 		return cc.Concurrency
-	case cc.SQL != nil:
+	case cc.SQL != nil && !c.keyedOnly(cc):
 		return 1
 	default:
 		return consumer.DefaultConcurrency

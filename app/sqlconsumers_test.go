@@ -356,21 +356,30 @@ func TestConsumersDocExampleRuns(t *testing.T) {
 	}
 }
 
-// An SQL consumer applies one batch at a time unless told otherwise: a
-// statement cannot ask for an early event to be retried, so stream order
-// is the safe default. A Go handler keeps consumer.DefaultConcurrency.
-func TestSQLConsumerDefaultsToOneBatchAtATime(t *testing.T) {
+// An SQL consumer applies one batch at a time unless told otherwise or
+// every source it reads has an ordering key: a statement cannot ask for
+// an early event to be retried, so without keys stream order is the safe
+// default, and with keys order is kept per key at any concurrency. A Go
+// handler keeps consumer.DefaultConcurrency.
+func TestSQLConsumerConcurrencyDefaults(t *testing.T) {
 	t.Parallel()
-	sqlc := ConsumerConfig{Name: "tickets", SQL: &SQLConsumerConfig{}}
-	goc := ConsumerConfig{Name: "orders", Handler: "orders"}
-	set := ConsumerConfig{Name: "tickets", SQL: &SQLConsumerConfig{}, Concurrency: 3}
-	if got := sqlc.concurrency(); got != 1 {
-		t.Errorf("SQL consumer concurrency = %d, want 1", got)
-	}
-	if got := goc.concurrency(); got != consumer.DefaultConcurrency {
-		t.Errorf("Go consumer concurrency = %d, want %d", got, consumer.DefaultConcurrency)
-	}
-	if got := set.concurrency(); got != 3 {
-		t.Errorf("configured concurrency = %d, want 3", got)
+	cfg := Config{Sources: []SourceConfig{
+		{Name: "plain", Scheme: "github"},
+		{Name: "keyed", Scheme: "github", OrderingKey: &KeyConfig{Pointer: "/id"}},
+	}}
+	for _, c := range []struct {
+		name string
+		cc   ConsumerConfig
+		want int
+	}{
+		{"sql, unkeyed source", ConsumerConfig{SQL: &SQLConsumerConfig{}, Sources: []string{"plain"}}, 1},
+		{"sql, all sources (one unkeyed)", ConsumerConfig{SQL: &SQLConsumerConfig{}}, 1},
+		{"sql, keyed source", ConsumerConfig{SQL: &SQLConsumerConfig{}, Sources: []string{"keyed"}}, consumer.DefaultConcurrency},
+		{"go handler", ConsumerConfig{Handler: "orders", Sources: []string{"plain"}}, consumer.DefaultConcurrency},
+		{"configured", ConsumerConfig{SQL: &SQLConsumerConfig{}, Concurrency: 3}, 3},
+	} {
+		if got := cfg.Concurrency(&c.cc); got != c.want {
+			t.Errorf("%s: concurrency = %d, want %d", c.name, got, c.want)
+		}
 	}
 }

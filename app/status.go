@@ -1,15 +1,18 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -29,13 +32,25 @@ type Status struct {
 	Conflicts   int64            `json:"conflicts"`
 	// ConflictsUnresolved counts the conflicts nobody resolved yet.
 	ConflictsUnresolved int64 `json:"conflicts_unresolved"`
+	// OrphanedDurables are the durables on HOOKS that no configured
+	// consumer owns (see [Status.ApplyConfig]): they keep every message
+	// they have not acked in HOOKS until deleted (`hookbridge consumers
+	// delete NAME`).
+	OrphanedDurables []string `json:"orphaned_durables"`
+	// Retrying are the events failing right now (the most recent failure
+	// first, at most [RetryingShown]): each is redelivered after its
+	// backoff and dead-lettered when its failures reach max_deliver.
+	// RetryingByConsumer counts them all per consumer.
+	Retrying           []store.Failure  `json:"retrying"`
+	RetryingByConsumer map[string]int64 `json:"retrying_by_consumer"`
 	// JetStreamError says why streams and consumers are missing.
 	JetStreamError string `json:"jetstream_error,omitempty"`
 }
 
 // StreamStatus is one stream. FirstTime is how far back a replay reaches:
-// messages leave by max_age, and HOOKS is also trimmed below the lowest
-// ack floor of its consumers when its space runs short.
+// HOOKS's messages leave once every consumer has applied them and they
+// are older than max_age, or sooner when its space runs short; the other
+// streams' leave by max_age.
 type StreamStatus struct {
 	Name      string    `json:"name"`
 	Messages  uint64    `json:"messages"`
@@ -44,14 +59,16 @@ type StreamStatus struct {
 	LastSeq   uint64    `json:"last_seq"`
 	FirstTime time.Time `json:"first_time"`
 	LastTime  time.Time `json:"last_time"`
-	// MaxBytes is the byte limit (-1: none), MaxAgeSeconds the age limit.
+	// MaxBytes is the byte limit (-1: none), MaxAgeSeconds the age limit
+	// (HOOKS: the age from which applied messages are deleted).
 	MaxBytes      int64   `json:"max_bytes"`
 	MaxAgeSeconds float64 `json:"max_age_seconds"`
 	// Full says why the stream refuses its next message ("" while it has
 	// room; a full server store shows only in the ingress's answers).
 	Full string `json:"full,omitempty"`
-	// LowestAckFloor (HOOKS) is the lowest ack floor of its consumers:
-	// messages up to it are acked by all and would be trimmed first.
+	// LowestAckFloor (HOOKS) is the lowest retention floor of its
+	// consumers: every consumer has acked, or will never receive, the
+	// messages up to it, which are trimmed first.
 	LowestAckFloor *uint64 `json:"lowest_ack_floor,omitempty"`
 }
 
@@ -70,6 +87,36 @@ type ConsumerStatus struct {
 	// an operator paused the consumer (nats-server 2.11 and later).
 	DeliveredSeq uint64 `json:"delivered_seq"`
 	Paused       bool   `json:"paused"`
+	// Orphaned marks a consumer on HOOKS that no configured consumer is:
+	// its durables (its own and its partitions') are orphans.
+	Orphaned bool `json:"orphaned"`
+	// Partitions are the durables of a keyed consumer's partitions; the
+	// counts above include theirs. Members are the instances serving
+	// them, each with its partitions and their backlog.
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Members    []MemberStatus    `json:"members,omitempty"`
+
+	// own: the consumer's own durable is on the stream (not only its
+	// partitions', and not an ephemeral consumer).
+	own bool
+}
+
+// PartitionStatus is one partition durable of a keyed consumer.
+type PartitionStatus struct {
+	Partition     int    `json:"partition"`
+	NumPending    uint64 `json:"num_pending"`
+	NumAckPending int    `json:"num_ack_pending"`
+	AckFloor      uint64 `json:"ack_floor"`
+	// Pinned says whether an instance holds the partition's pin now.
+	Pinned bool `json:"pinned"`
+}
+
+// MemberStatus is one instance serving a keyed consumer's partitions.
+type MemberStatus struct {
+	consumer.Member
+	// Backlog is the messages of its partitions not yet applied
+	// (pending and unacked): its lag.
+	Backlog uint64 `json:"backlog"`
 }
 
 // OutboxStatus summarises hookbridge.outbox.
@@ -80,6 +127,9 @@ type OutboxStatus struct {
 	OldestPendingSecond float64 `json:"oldest_pending_seconds"`
 }
 
+// RetryingShown is how many failing events the overview lists.
+const RetryingShown = 20
+
 // replayConsumerPrefix names the ephemeral consumers of running replays;
 // they are not part of the deployment's state.
 const replayConsumerPrefix = "hookbridge_replay_"
@@ -87,7 +137,41 @@ const replayConsumerPrefix = "hookbridge_replay_"
 // NewStatus is an empty overview whose lists encode as [] rather than
 // null in JSON.
 func NewStatus() Status {
-	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}}
+	return Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, OrphanedDurables: []string{},
+		Retrying: []store.Failure{}, RetryingByConsumer: map[string]int64{}}
+}
+
+// ApplyConfig compares what JetStream holds with cfg: it marks the
+// durables on HOOKS that no consumer of cfg owns (a consumer owns its
+// own durable and its partition durables), and gives HOOKS the age
+// horizon cfg sets, which the storage guard applies (HOOKS has no
+// JetStream max age).
+func (st *Status) ApplyConfig(cfg Config) {
+	var configured []string
+	for _, cc := range cfg.Consumers {
+		configured = append(configured, cc.Name)
+	}
+	st.OrphanedDurables = []string{}
+	for i := range st.Consumers {
+		c := &st.Consumers[i]
+		owner, _ := stream.ConsumerOfDurable(c.Name)
+		c.Orphaned = c.Stream == stream.Hooks && (c.own || len(c.Partitions) > 0) && (owner == "" || !slices.Contains(configured, owner))
+		if !c.Orphaned {
+			continue
+		}
+		if c.own {
+			st.OrphanedDurables = append(st.OrphanedDurables, c.Name)
+		}
+		for _, p := range c.Partitions {
+			st.OrphanedDurables = append(st.OrphanedDurables, stream.PartitionDurable(c.Name, p.Partition))
+		}
+	}
+	slices.Sort(st.OrphanedDurables)
+	for i := range st.Streams {
+		if st.Streams[i].Name == stream.Hooks {
+			st.Streams[i].MaxAgeSeconds = (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge().Seconds()
+		}
+	}
 }
 
 // ReadPostgres fills the outbox, dead-letter and conflict counts.
@@ -105,6 +189,12 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
 		return err
+	}
+	if st.Retrying, err = store.ListFailures(ctx, pool, RetryingShown); err != nil {
+		return fmt.Errorf("list failing events: %w", err)
+	}
+	if st.RetryingByConsumer, err = store.FailingByConsumer(ctx, pool); err != nil {
+		return fmt.Errorf("count failing events: %w", err)
 	}
 	return nil
 }
@@ -143,15 +233,24 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
-	list := s.ListConsumers(ctx)
-	for ci := range list.Info() {
+	lastSeq := s.CachedInfo().State.LastSeq // read before the consumers: see retentionFloor
+	consumers, err := listConsumers(ctx, s)
+	if err != nil {
+		return fmt.Errorf("list consumers of %s: %w", streamName, err)
+	}
+	partitions := map[string][]*jetstream.ConsumerInfo{}
+	for _, ci := range consumers {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
+			continue
+		}
+		if owner, p := stream.ConsumerOfDurable(ci.Name); streamName == stream.Hooks && p >= 0 {
+			partitions[owner] = append(partitions[owner], ci)
 			continue
 		}
 		cs := ConsumerStatus{
 			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
 			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
-			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused,
+			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused, own: ci.Config.Durable != "",
 		}
 		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
 			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {
@@ -160,11 +259,9 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 		st.Consumers = append(st.Consumers, cs)
 	}
-	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return fmt.Errorf("list consumers of %s: %w", streamName, err)
-	}
+	st.foldPartitions(ctx, js, streamName, partitions)
 	if streamName == stream.Hooks {
-		if floor, _, err := lowestAckFloor(ctx, s, nil); err == nil {
+		if floor, _, err := retentionFloor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
 			for i := range st.Streams {
 				if st.Streams[i].Name == stream.Hooks {
 					st.Streams[i].LowestAckFloor = &floor
@@ -173,6 +270,45 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		}
 	}
 	return nil
+}
+
+// foldPartitions adds the partition durables of each keyed consumer to
+// the consumer's own status, with the members serving them.
+func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, streamName string, partitions map[string][]*jetstream.ConsumerInfo) {
+	for owner, infos := range partitions {
+		i := slices.IndexFunc(st.Consumers, func(c ConsumerStatus) bool { return c.Stream == streamName && c.Name == owner })
+		if i < 0 {
+			st.Consumers = append(st.Consumers, ConsumerStatus{Stream: streamName, Name: owner})
+			i = len(st.Consumers) - 1
+		}
+		cs := &st.Consumers[i]
+		backlog := map[int]uint64{}
+		for _, ci := range infos {
+			_, p := stream.ConsumerOfDurable(ci.Name)
+			ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
+			for _, g := range ci.PriorityGroups {
+				ps.Pinned = ps.Pinned || g.PinnedClientID != ""
+			}
+			cs.Partitions = append(cs.Partitions, ps)
+			cs.NumPending += ci.NumPending
+			cs.NumAckPending += ci.NumAckPending
+			cs.NumRedelivered += ci.NumRedelivered
+			cs.Paused = cs.Paused || ci.Paused
+			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
+		}
+		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
+		members, err := consumer.Members(ctx, js, owner)
+		if err != nil {
+			continue // the partitions are shown; who serves them is not known now
+		}
+		for _, m := range members {
+			ms := MemberStatus{Member: m}
+			for _, p := range m.Partitions {
+				ms.Backlog += backlog[p]
+			}
+			cs.Members = append(cs.Members, ms)
+		}
+	}
 }
 
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -16,41 +15,61 @@ import (
 )
 
 // The streams refuse new messages when full (discard: new), so a full
-// HOOKS never loses an accepted webhook; but it stays full while it keeps
-// messages by age, long after the consumers have applied them. The store
-// guard makes room again without losing an unapplied message: it purges
-// HOOKS only below the ack floor of every consumer on it (the messages
-// every one of them has applied or dead-lettered), and only when space
-// runs short, so replays keep reaching back as far as possible otherwise.
+// HOOKS never loses an accepted webhook. HOOKS has no JetStream max age
+// either, which would delete messages whether applied or not. The store
+// guard deletes what no consumer needs any more, and only that: HOOKS
+// messages below the retention floor of every consumer on it (the
+// messages every one of them has applied, dead-lettered or will never
+// receive; retention.go), when they are older than streams.max_age (the
+// replay horizon), or sooner when space runs short (trim.go).
 
 // Storage guard defaults.
 const (
 	defaultGuardInterval = 5 * time.Second
-	// Above highWater of a byte limit HOOKS is trimmed, down to lowWater
-	// when the ack floors allow it.
+	// Above highWater of the byte bound HOOKS is trimmed, down to
+	// lowWater when the retention floors allow it.
 	guardHighWater = 0.90
 	guardLowWater  = 0.75
+	// ageSlack is how far past max_age (as a share of it) the oldest
+	// message may get before the guard trims by age: it then trims down
+	// to max_age, so trims by age come once per slack (3.6 hours at the
+	// 3-day default), not at every look.
+	ageSlack = 0.05
 )
 
-// storeGuard watches the streams' room, trims HOOKS when space runs
-// short, and reports for readiness whether HOOKS and EVENTS refuse new
-// messages.
+// storeGuard watches the streams' room, trims HOOKS of what no consumer
+// needs when it is older than the age horizon or space runs short, and
+// reports for readiness whether HOOKS and EVENTS refuse new messages.
 type storeGuard struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 	m   *metrics.Registry
-	// consumers are the durable consumers this deployment configures: until
-	// each exists, nothing is trimmed (its messages are all unapplied).
+	// consumers are the durables this deployment configures (each
+	// consumer's own and its partition durables): until each exists,
+	// nothing is trimmed (its messages are all unapplied). A durable that
+	// maps to none of their consumers is an orphan (orphans.go).
 	consumers []string
 	// refused, when set, reports why the ingress's publishes are being
 	// refused for storage or limit reasons (nil while they are not): the
 	// signal for a full server store, which no stream info shows.
 	refused  func() error
 	interval time.Duration
+	// maxAge is HOOKS's horizon for applied messages (0: no trim by age).
+	maxAge time.Duration
+	// maxBytes is the byte bound HOOKS should have (-1: none; 0: the
+	// stream's own limit, as it is). The guard lowers the stream's limit
+	// to it once the stream fits well under it (stream.SafeMaxBytes).
+	maxBytes int64
+	// removeSelftest: serve runs without the self-test, whose durable
+	// then goes (selftest.RemoveDurable).
+	removeSelftest bool
 
+	floors     floorCache
 	hooksFull  atomic.Pointer[error]
 	eventsFull atomic.Pointer[error]
 	limiter    logLimiter
+	// slow limits the lines that repeat while a consumer is behind.
+	slow logLimiter
 }
 
 func (g *storeGuard) run(ctx context.Context) error {
@@ -68,7 +87,8 @@ func (g *storeGuard) run(ctx context.Context) error {
 	}
 }
 
-// check looks at both streams once and trims HOOKS if it is short of space.
+// check looks at both streams once and trims HOOKS of what no consumer
+// needs when that is due.
 func (g *storeGuard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -76,22 +96,26 @@ func (g *storeGuard) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Hooks, err)
 	}
-	info := hooks.CachedInfo()
+	info := hooks.CachedInfo() // read before the consumers: see retentionFloor
+	consumers, err := listConsumers(ctx, hooks)
+	if err != nil {
+		return err
+	}
+	g.watchDurables(ctx, consumers)
 	var refused error
 	if g.refused != nil {
 		refused = g.refused()
 	}
-	if refused != nil || aboveHighWater(info) {
-		trimmed, err := g.trim(ctx, hooks, info, refused != nil)
-		if err != nil {
-			return err
-		}
-		if trimmed > 0 {
-			if info, err = hooks.Info(ctx); err != nil {
-				return fmt.Errorf("stream %s: %w", stream.Hooks, err)
-			}
+	trimmed, err := g.trim(ctx, hooks, info, consumers, refused != nil)
+	if err != nil {
+		return err
+	}
+	if trimmed > 0 {
+		if info, err = hooks.Info(ctx); err != nil {
+			return fmt.Errorf("stream %s: %w", stream.Hooks, err)
 		}
 	}
+	g.lowerLimit(ctx, info)
 	// The ingress's refusal clears itself (on the next stored publish, or
 	// once its probe sees room again); readiness asks it directly.
 	g.record(&g.hooksFull, info, atLimit(info), refused != nil)
@@ -138,73 +162,6 @@ func loadErr(p *atomic.Pointer[error]) error {
 		return *e
 	}
 	return nil
-}
-
-// trim purges HOOKS below the lowest ack floor of its consumers: of a byte
-// limit down to the low-water mark, or (the server's store is full, whose
-// size no client can see) everything every consumer has acked. It
-// returns how many messages it purged.
-func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jetstream.StreamInfo, all bool) (uint64, error) {
-	floor, holder, err := lowestAckFloor(ctx, hooks, g.consumers)
-	if err != nil {
-		g.limiter.log(g.log, slog.LevelWarn, "trim", "HOOKS is short of space and cannot be trimmed", "reason", err)
-		return 0, nil
-	}
-	st := info.State
-	if floor < st.FirstSeq {
-		g.limiter.log(g.log, slog.LevelWarn, "trim", "HOOKS is short of space; nothing to trim until every consumer has applied more",
-			"first_seq", st.FirstSeq, "lowest_ack_floor", floor, "held_by", holder)
-		return 0, nil
-	}
-	upTo := floor + 1 // purged: sequences below upTo
-	if !all && info.Config.MaxBytes > 0 && st.Msgs > 0 {
-		excess := float64(st.Bytes) - guardLowWater*float64(info.Config.MaxBytes)
-		perMsg := float64(st.Bytes) / float64(st.Msgs)
-		if n := uint64(excess/perMsg) + 1; st.FirstSeq+n < upTo {
-			upTo = st.FirstSeq + n
-		}
-	}
-	if err := hooks.Purge(ctx, jetstream.WithPurgeSequence(upTo)); err != nil {
-		return 0, fmt.Errorf("trim %s below sequence %d: %w", stream.Hooks, upTo, err)
-	}
-	purged := upTo - st.FirstSeq
-	if g.m != nil {
-		g.m.HooksTrimmed(purged)
-	}
-	g.log.Info("trimmed HOOKS to make room: purged messages every consumer had acked; replays now reach back to replay_from_seq",
-		"purged", purged, "replay_from_seq", upTo, "lowest_ack_floor", floor, "held_by", holder)
-	return purged, nil
-}
-
-// lowestAckFloor is the lowest ack floor (stream sequence) of every
-// consumer on HOOKS, durable or not (a running replay counts too), and
-// the consumer holding it. It is an error when there is no consumer, or
-// a configured durable does not exist yet: then nothing is applied.
-func lowestAckFloor(ctx context.Context, hooks jetstream.Stream, configured []string) (uint64, string, error) {
-	floor, holder, seen := uint64(0), "", map[string]bool{}
-	list := hooks.ListConsumers(ctx)
-	for ci := range list.Info() {
-		if holder == "" || ci.AckFloor.Stream < floor {
-			floor, holder = ci.AckFloor.Stream, ci.Name
-		}
-		seen[ci.Name] = true
-	}
-	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
-		return 0, "", fmt.Errorf("list consumers of %s: %w", stream.Hooks, err)
-	}
-	for _, name := range configured {
-		if !seen[name] {
-			return 0, "", fmt.Errorf("durable consumer %s does not exist yet", name)
-		}
-	}
-	if holder == "" {
-		return 0, "", errors.New("no consumer reads HOOKS")
-	}
-	return floor, holder, nil
-}
-
-func aboveHighWater(info *jetstream.StreamInfo) bool {
-	return info.Config.MaxBytes > 0 && float64(info.State.Bytes) >= guardHighWater*float64(info.Config.MaxBytes)
 }
 
 // atLimit says why a stream refuses its next message of a typical size,

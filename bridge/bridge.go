@@ -35,6 +35,13 @@ type Source struct {
 	// EventID and EventType say where the sender puts them.
 	EventID   Field
 	EventType Field
+	// OrderingKey, when set, says where the entity an event is about is
+	// named (an order id, an account id): events with the same key are
+	// applied in the order they were accepted, by every consumer, on any
+	// instance (docs/DESIGN.md, "Order"). The message is published to the
+	// key's partition; a delivery without the key is published unkeyed
+	// and counted (TraceReceiveEndData.Unkeyed). Nil: no key.
+	OrderingKey *Field
 	// Challenge answers the sender's endpoint-verification handshake, if
 	// it has one. Nil means the default for the verifier: Slack's
 	// url_verification for a *verify.Slack, none otherwise.
@@ -91,6 +98,10 @@ type Options struct {
 	// Tracer, when set, observes each request and each publish
 	// (metrics, tracing); see observe.go.
 	Tracer Tracer
+	// Partitions is the number of partitions keyed messages are spread
+	// over (default stream.DefaultPartitions). It must be the number the
+	// HOOKS stream records; the app checks that before it serves.
+	Partitions int
 }
 
 // HeaderHeadroom is the room NATS's max_payload must leave beyond
@@ -148,6 +159,9 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 	if opts.MaxInFlight == 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.Partitions <= 0 {
+		opts.Partitions = stream.DefaultPartitions
+	}
 	if opts.MaxBodyMemory == 0 {
 		opts.MaxBodyMemory = DefaultMaxInFlight * opts.MaxBodyBytes
 	}
@@ -201,6 +215,11 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		if err := s.EventType.Validate(); err != nil {
 			return nil, fmt.Errorf("source %q: event type: %w", s.Name, err)
 		}
+		if s.OrderingKey != nil {
+			if err := s.OrderingKey.Validate(); err != nil {
+				return nil, fmt.Errorf("source %q: ordering key: %w", s.Name, err)
+			}
+		}
 		if s.Challenge == nil {
 			s.Challenge = defaultChallenge(s.Verifier)
 		}
@@ -238,7 +257,10 @@ type result struct {
 	code   int
 	body   Response
 	reason string // short cause for logs and metrics; never secrets or bodies
-	err    error  // the underlying failure of a 5xx, for the log line
+	// unkeyed marks a delivery of a source with an ordering key that
+	// carried none: it was published without order.
+	unkeyed bool
+	err     error // the underlying failure of a 5xx, for the log line
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
@@ -304,14 +326,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		}
 	}
 	media := mediaType(r.Header)
-	id, typ, err := identify(src, r.Header, media, body)
+	ident, err := identify(src, r.Header, media, body)
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
+	id, typ := ident.id, ident.typ
 
 	sum := sha256.Sum256(body)
 	sumHex := hex.EncodeToString(sum[:])
-	msg := hookMsg(src.Name, id, typ, media, sumHex, received, body)
+	msg := hookMsg(ident, src.Name, media, sumHex, received, body, h.opts.Partitions)
+	reply = markUnkeyed(reply, src.OrderingKey != nil && !ident.keyed)
 
 	// One budget for everything this request waits on JetStream for: the
 	// publish with its retries, and for a repeat the read of the original
@@ -370,51 +394,92 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	return reply(http.StatusConflict, Response{Status: StatusConflict, EventID: id, Seq: ack.Sequence, Error: "event id already received with a different body"}, "conflict")
 }
 
-// identify extracts and validates the event id and type. media is the
-// body's declared media type: the id and type of a form-encoded delivery
-// are read from the JSON in its payload field.
-func identify(src Source, header http.Header, media string, body []byte) (id, typ string, err error) {
+// identity is what a verified delivery says about itself.
+type identity struct {
+	id, typ string
+	// key is the ordering key's header value (stream.OrderingKeyHeader),
+	// set when keyed.
+	key   string
+	keyed bool
+}
+
+// markUnkeyed wraps reply so that its results record a delivery published
+// without its source's ordering key.
+func markUnkeyed(reply func(int, Response, string) result, unkeyed bool) func(int, Response, string) result {
+	if !unkeyed {
+		return reply
+	}
+	return func(code int, body Response, reason string) result {
+		res := reply(code, body, reason)
+		res.unkeyed = true
+		return res
+	}
+}
+
+// identify extracts and validates the event id, type and ordering key.
+// media is the body's declared media type: the fields of a form-encoded
+// delivery are read from the JSON in its payload field.
+func identify(src Source, header http.Header, media string, body []byte) (identity, error) {
 	var doc []byte
-	if src.EventID.needsBody() || src.EventType.needsBody() {
+	if src.EventID.needsBody() || src.EventType.needsBody() || (src.OrderingKey != nil && src.OrderingKey.needsBody()) {
+		var err error
 		if doc, err = jsonDocument(media, body); err != nil {
-			return "", "", err
+			return identity{}, err
 		}
 		if err = checkJSON(doc); err != nil {
-			return "", "", err
+			return identity{}, err
 		}
 	}
-	id, _ = src.EventID.extract(header, doc)
-	typ, _ = src.EventType.extract(header, doc)
-	if id == "" && src.slack {
+	var ident identity
+	ident.id, _ = src.EventID.extract(header, doc)
+	ident.typ, _ = src.EventType.extract(header, doc)
+	if ident.id == "" && src.slack {
 		if nid, ntyp, ok := slackNotice(doc); ok {
-			id, typ = nid, ntyp
+			ident.id, ident.typ = nid, ntyp
+		}
+	}
+	if src.OrderingKey != nil {
+		// A key that is absent (or empty) leaves the delivery unkeyed: an
+		// event about no entity has nothing to be ordered with, and
+		// refusing it would refuse what providers really send (Stripe's
+		// balance.available names no object id).
+		if k, _ := src.OrderingKey.extract(header, doc); k != "" {
+			ident.key, ident.keyed = stream.OrderingKeyHeader(k), true
 		}
 	}
 	// The type is kept as the provider spells it: stream.HookSubject maps
 	// any bytes to safe subject tokens, so no type is refused for its
 	// characters, only for its length (it travels in a header).
 	switch {
-	case id == "":
-		return "", "", errors.New("missing event id")
-	case !stream.ValidEventID(id):
-		return "", "", errors.New("event id must be 1-255 printable characters without spaces")
-	case typ == "":
-		return "", "", errors.New("missing event type")
-	case !stream.ValidTypeSpelling(typ):
-		return "", "", fmt.Errorf("event type longer than %d bytes", stream.MaxEventTypeBytes)
+	case ident.id == "":
+		return identity{}, errors.New("missing event id")
+	case !stream.ValidEventID(ident.id):
+		return identity{}, errors.New("event id must be 1-255 printable characters without spaces")
+	case ident.typ == "":
+		return identity{}, errors.New("missing event type")
+	case !stream.ValidTypeSpelling(ident.typ):
+		return identity{}, fmt.Errorf("event type longer than %d bytes", stream.MaxEventTypeBytes)
 	}
-	return id, typ, nil
+	return ident, nil
 }
 
-// hookMsg is the HOOKS message of a verified delivery. Every header value
-// is bounded (source 64, id 255, type 255 bytes before encoding, media
+// hookMsg is the HOOKS message of a verified delivery: on its key's
+// partition when it has one. Every header value is bounded (source 64,
+// id 255, type 255 bytes before encoding, key 200 or a 71-byte hash, media
 // type 127), which HeaderHeadroom relies on.
-func hookMsg(source, id, typ, media, sumHex string, received time.Time, body []byte) *nats.Msg {
-	msg := nats.NewMsg(stream.HookSubject(source, typ))
+func hookMsg(ident identity, source, media, sumHex string, received time.Time, body []byte, partitions int) *nats.Msg {
+	subject := stream.HookSubject(source, ident.typ)
+	if ident.keyed {
+		subject = stream.KeyedHookSubject(stream.Partition(ident.key, partitions), source, ident.typ)
+	}
+	msg := nats.NewMsg(subject)
 	msg.Data = body
 	msg.Header.Set(stream.HeaderSource, source)
-	msg.Header.Set(stream.HeaderEventID, id)
-	setTypeHeader(msg.Header, typ)
+	msg.Header.Set(stream.HeaderEventID, ident.id)
+	setTypeHeader(msg.Header, ident.typ)
+	if ident.keyed {
+		msg.Header.Set(stream.HeaderOrderingKey, ident.key)
+	}
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
 	if media != "" {

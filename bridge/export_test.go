@@ -1,5 +1,13 @@
 package bridge
 
-// HookMsg lets the external tests build the HOOKS message exactly as the
-// ingress does, so a benchmark of the publish measures the real message.
-var HookMsg = hookMsg
+import (
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// HookMsg lets the external tests build the unkeyed HOOKS message exactly
+// as the ingress does.
+func HookMsg(source, id, typ, media, sumHex string, received time.Time, body []byte) *nats.Msg {
+	return hookMsg(identity{id: id, typ: typ}, source, media, sumHex, received, body, 1)
+}

@@ -38,9 +38,9 @@ func BenchmarkIdentify(b *testing.B) {
 			src := Source{Name: "s", EventID: idf, EventType: typf}
 			b.ReportAllocs()
 			for b.Loop() {
-				id, _, err := identify(src, c.header, "application/json", c.body)
-				if err != nil || id != c.id {
-					b.Fatalf("identify = %q, %v", id, err)
+				ident, err := identify(src, c.header, "application/json", c.body)
+				if err != nil || ident.id != c.id {
+					b.Fatalf("identify = %q, %v", ident.id, err)
 				}
 			}
 		})

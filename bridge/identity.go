@@ -133,3 +133,25 @@ func DefaultFields(scheme string) (id, typ Field) {
 		return Field{Pointer: "/id"}, Field{Pointer: "/type"}
 	}
 }
+
+// DefaultOrderingKey says where a scheme's senders name the entity an
+// event is about, when the provider has one obvious id for it, and nil
+// otherwise:
+//
+//   - stripe: the event's object, data.object.id (an invoice, a
+//     subscription, a customer): its events apply in order.
+//   - shopify: the resource's admin_graphql_api_id ("gid://shopify/Order/1"),
+//     unique across resource kinds, unlike the numeric id.
+//   - github, slack, standard-webhooks, hmac: none. A GitHub delivery is
+//     about one of many kinds of things, a Slack event about a channel,
+//     a message or a user; Standard Webhooks leaves the payload to the
+//     sender. Set ordering_key on the source.
+func DefaultOrderingKey(scheme string) *Field {
+	switch scheme {
+	case verify.SchemeStripe:
+		return &Field{Pointer: "/data/object/id"}
+	case verify.SchemeShopify:
+		return &Field{Pointer: "/admin_graphql_api_id"}
+	}
+	return nil
+}

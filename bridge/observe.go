@@ -52,6 +52,9 @@ type TraceReceiveEndData struct {
 	// Reason is the short cause of a refusal; never secrets or bodies.
 	Reason  string
 	EventID string
+	// Unkeyed is set for a delivery of a source with an ordering key that
+	// named none: it was published without order.
+	Unkeyed bool
 	// Duration is from the start of the request to the end of the answer.
 	Duration time.Duration
 }
@@ -135,6 +138,7 @@ func (h *Handler) traceReceiveEnd(r *http.Request, res result, start time.Time) 
 		Outcome:  res.body.Status,
 		Reason:   res.reason,
 		EventID:  res.body.EventID,
+		Unkeyed:  res.unkeyed,
 		Duration: time.Since(start),
 	})
 }

@@ -12,7 +12,8 @@ import (
 
 // TestHeaderHeadroomCoversWorstCase builds the HOOKS message with every
 // header at its longest (64-byte source, 255-byte id, a 255-byte type
-// that must be percent-encoded, a 127-byte media type), adds what the
+// that must be percent-encoded, the longest ordering key (a hashed one), a
+// 127-byte media type), adds what the
 // publish adds (Nats-Msg-Id, Nats-Expected-Stream) and W3C trace context
 // with a full 512-byte tracestate, and checks the encoded header block
 // stays within HeaderHeadroom, the room max_payload keeps beyond the body.
@@ -21,7 +22,9 @@ func TestHeaderHeadroomCoversWorstCase(t *testing.T) {
 	id := strings.Repeat("i", 255)
 	typ := strings.Repeat("\x01", stream.MaxEventTypeBytes)
 	media := "application/" + strings.Repeat("m", 127-len("application/"))
-	msg := hookMsg(source, id, typ, media, strings.Repeat("f", 64), time.Now(), nil)
+	key := stream.OrderingKeyHeader(strings.Repeat("k", 1000))
+	ident := identity{id: id, typ: typ, key: key, keyed: true}
+	msg := hookMsg(ident, source, media, strings.Repeat("f", 64), time.Now(), nil, stream.MaxPartitions)
 	msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(source, id))
 	msg.Header.Set(jetstream.ExpectedStreamHeader, stream.Hooks)
 	msg.Header.Set("traceparent", "00-"+strings.Repeat("a", 32)+"-"+strings.Repeat("b", 16)+"-01")

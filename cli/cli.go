@@ -8,6 +8,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,7 +39,11 @@ type Globals struct {
 
 // ConfigFlag is the configuration file.
 type ConfigFlag struct {
-	Config string `help:"YAML configuration file." env:"HOOKBRIDGE_CONFIG" type:"path"`
+	// Not kong's env mapping: kong takes a variable set to "" as a value
+	// (and resolves that path to the working directory); [Globals.Load]
+	// reads HOOKBRIDGE_CONFIG through the same environment as every other
+	// variable, where empty means unset.
+	Config string `help:"YAML configuration file (env HOOKBRIDGE_CONFIG)." type:"path"`
 }
 
 // HTTPAddrFlag is the webhook listener.
@@ -119,14 +124,27 @@ type CLI struct {
 	Conflicts   ConflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
 	Outbox      OutboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
 	Events      EventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
-	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer."`
+	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer; delete a durable no configured consumer owns."`
 	Version     VersionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
 	Selftest    SelftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
 	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
 }
 
-// osEnv is the process's environment.
-func osEnv(key string) (string, bool) { return os.LookupEnv(key) }
+// osEnv is the process's environment, with a HOOKBRIDGE_* variable set to
+// "" taken as unset, as 12-factor tools do: `HOOKBRIDGE_CONFIG=` in a unit
+// file or a compose file then means no file, not the working directory.
+// Every HOOKBRIDGE_* variable a command reads goes through here.
+func osEnv(key string) (string, bool) { return LookupEnv(key) }
+
+// LookupEnv is the environment the command line reads (see osEnv), for a
+// program of its own that builds [Globals] (the load tool does).
+func LookupEnv(key string) (string, bool) {
+	v, ok := os.LookupEnv(key)
+	if ok && v == "" && strings.HasPrefix(key, "HOOKBRIDGE_") {
+		return "", false
+	}
+	return v, ok
+}
 
 // runtime carries what commands need.
 type runtime struct {
@@ -151,7 +169,6 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 	parser, err := kong.New(&cli,
 		kong.Name("hookbridge"),
 		kong.Description("Bridge verified webhooks through NATS JetStream into PostgreSQL with an exactly-once effect."),
-		kong.UsageOnError(),
 		kong.Writers(rt.stdout, rt.stderr),
 		kong.Exit(exit))
 	if err != nil {
@@ -160,7 +177,10 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 	}
 	kctx, err := parser.Parse(globalsLast(args))
 	if err != nil {
-		parser.FatalIfErrorf(err)
+		// One line that says what is wrong and where the flags are
+		// listed, not the whole help above it.
+		fmt.Fprintf(rt.stderr, "hookbridge: error: %v (see %s --help)\n", err, commandPath(err))
+		exit(2)
 		return 2
 	}
 	if err := runParsed(ctx, kctx, rt); err != nil {
@@ -168,6 +188,18 @@ func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
 		return 1
 	}
 	return 0
+}
+
+// commandPath is the command a parse error is about ("hookbridge
+// replay"), or "hookbridge" when none was recognised.
+func commandPath(err error) string {
+	var perr *kong.ParseError
+	if errors.As(err, &perr) && perr.Context != nil {
+		if sel := perr.Context.Selected(); sel != nil {
+			return sel.FullPath()
+		}
+	}
+	return "hookbridge"
 }
 
 // globalFlags are the flags of [Globals], which every command that uses
@@ -216,9 +248,16 @@ func runParsed(ctx context.Context, kctx *kong.Context, rt *runtime) error {
 }
 
 // Load builds the effective configuration from the flags, env and
-// handlers (see [app.Load]).
+// handlers (see [app.Load]); without --config the file is
+// HOOKBRIDGE_CONFIG's, when env has it.
 func (g *Globals) Load(env app.Env, handlers app.Handlers) (app.Config, error) {
-	return app.Load(g.Config, env, app.Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, handlers)
+	path := g.Config
+	if path == "" {
+		if v, ok := env("HOOKBRIDGE_CONFIG"); ok && v != "" {
+			path = v
+		}
+	}
+	return app.Load(path, env, app.Overrides{HTTPAddr: g.HTTPAddr, DatabaseURL: g.DatabaseURL, NATSURL: g.NATSURL, DataDir: g.DataDir}, handlers)
 }
 
 func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, rt.handlers) }

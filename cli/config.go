@@ -25,7 +25,11 @@ func (c *ConfigCheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error
 	if err != nil {
 		return err
 	}
-	out, err := app.EffectiveYAML(cfg)
+	resolved, err := cfg.Resolved(rt.handlers)
+	if err != nil {
+		return err
+	}
+	out, err := app.EffectiveYAML(resolved)
 	if err != nil {
 		return err
 	}

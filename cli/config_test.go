@@ -2,10 +2,19 @@ package cli
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // configDir writes hookbridge.yaml (yaml) and migrations/0001_crm.sql in
@@ -98,5 +107,76 @@ func TestMigrateAndReplaySQLConsumer(t *testing.T) {
 	}
 	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE consumer = 'tickets'"); n != 1 {
 		t.Fatalf("inbox rows = %d, want 1", n)
+	}
+}
+
+// config check prints the values serve runs with, not the zeros of the
+// keys the file leaves out: each one as the package that applies it
+// defines its default.
+func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
+	t.Parallel()
+	out, err := runOps(t, "config", "check")
+	if err != nil {
+		t.Fatalf("config check: %v\n%s", err, out)
+	}
+	var cfg struct {
+		MaxInFlight    int           `yaml:"max_in_flight"`
+		InboxRetention time.Duration `yaml:"inbox_retention"`
+		Streams        struct {
+			Replicas        int           `yaml:"replicas"`
+			DuplicateWindow time.Duration `yaml:"duplicate_window"`
+			MaxAge          time.Duration `yaml:"max_age"`
+			Partitions      int           `yaml:"partitions"`
+		} `yaml:"streams"`
+		Sources []struct {
+			Tolerance time.Duration `yaml:"tolerance"`
+		} `yaml:"sources"`
+		Consumers []struct {
+			Concurrency int             `yaml:"concurrency"`
+			BatchSize   int             `yaml:"batch_size"`
+			AckWait     time.Duration   `yaml:"ack_wait"`
+			MaxDeliver  int             `yaml:"max_deliver"`
+			Backoff     []time.Duration `yaml:"backoff"`
+		} `yaml:"consumers"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &cfg); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, out)
+	}
+	if len(cfg.Sources) != 1 || len(cfg.Consumers) != 1 {
+		t.Fatalf("want the demo source and the orders consumer:\n%s", out)
+	}
+	c := cfg.Consumers[0]
+	for _, f := range []struct {
+		key       string
+		got, want any
+	}{
+		{"max_in_flight", cfg.MaxInFlight, bridge.DefaultMaxInFlight},
+		{"inbox_retention", cfg.InboxRetention, app.DefaultInboxRetention},
+		{"streams.replicas", cfg.Streams.Replicas, 1},
+		{"streams.duplicate_window", cfg.Streams.DuplicateWindow, stream.DefaultDuplicateWindow},
+		{"streams.max_age", cfg.Streams.MaxAge, stream.DefaultHooksMaxAge},
+		{"streams.partitions", cfg.Streams.Partitions, stream.DefaultPartitions},
+		{"sources[0].tolerance", cfg.Sources[0].Tolerance, verify.DefaultTolerance},
+		{"consumers[0].concurrency", c.Concurrency, consumer.DefaultConcurrency},
+		{"consumers[0].batch_size", c.BatchSize, consumer.DefaultBatchSize},
+		{"consumers[0].ack_wait", c.AckWait, consumer.DefaultAckWait},
+		{"consumers[0].max_deliver", c.MaxDeliver, consumer.DefaultMaxDeliver},
+		{"consumers[0].backoff entries", len(c.Backoff) > 0, true},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s: %v, want %v\n", f.key, f.got, f.want)
+		}
+	}
+	// No other zero slips through: the zeros left are values in use.
+	for _, line := range strings.Split(out, "\n") {
+		if regexp.MustCompile(`:\s+(0|0s)$`).MatchString(line) && !strings.Contains(line, "batch_wait:") {
+			t.Errorf("zero printed: %q\n%s", line, out)
+		}
+	}
+	// A scheme that signs no timestamp has no tolerance to print.
+	out, err = runOps(t, "config", "check", "--config", configDir(t, "sources: [{name: gh, scheme: github, secrets: [s]}]\n"))
+	if err != nil || !regexpLine(out, `^\s+tolerance: 0s # the scheme signs no timestamp$`) || strings.Contains(out, "hmac:") ||
+		!regexpLine(out, `^\s+ordering_key: none$`) {
+		t.Fatalf("config check of a github source: %v\n%s", err, out)
 	}
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/hookbridge/hookbridge/ops"
@@ -156,7 +158,7 @@ func (c *OutboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 
 // EventsCmd follows events.
 type EventsCmd struct {
-	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome, the outbox rows it wrote."`
+	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote."`
 }
 
 // EventsShowCmd shows one event's life.
@@ -182,42 +184,128 @@ func (c *EventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 		if c.JSON {
 			return writeJSON(rt.stdout, life)
 		}
-		if life.Stored != nil {
-			fmt.Fprintf(rt.stdout, "%s/%s stored in %s at seq %d, subject %s, received %s\n\n", life.Source, life.EventID,
-				life.Stored.Stream, life.Stored.Seq, life.Stored.Subject, fmtTime(life.Stored.ReceivedAt))
-		} else {
-			fmt.Fprintf(rt.stdout, "%s/%s is not in HOOKS (any more)\n\n", life.Source, life.EventID)
-		}
-		t := newTable(rt.stdout, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER")
-		for _, at := range life.Consumers {
-			processed, dl := "-", "-"
-			if at.ProcessedAt != nil {
-				processed = fmtTime(*at.ProcessedAt)
-			}
-			if at.DeadLetterID != nil {
-				dl = fmt.Sprint(*at.DeadLetterID)
-			}
-			t.row(at.Name, at.State, seqCell(at.StreamSeq), processed, dl)
-		}
-		if err := t.flush(); err != nil {
-			return err
-		}
-		if len(life.Outbox) == 0 {
-			return nil
-		}
-		fmt.Fprintln(rt.stdout)
-		t = newTable(rt.stdout, "OUTBOX ID", "EVENT ID", "SUBJECT", "STATE", "EVENTS SEQ")
-		for _, r := range life.Outbox {
-			t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, r.State, seqCell(r.SentSeq))
-		}
-		return t.flush()
+		return printEventLife(rt.stdout, life)
 	})
 }
 
-// ConsumersCmd pauses and resumes consumers.
+// printEventLife prints an event's life: where HOOKS holds it, what each
+// consumer did (with the failures of one being retried), its dead letters
+// and conflicts, resolved ones included, by the ids `dead-letters show`
+// and `conflicts show` take, and its outbox rows.
+func printEventLife(w io.Writer, life ops.EventLife) error {
+	if life.Stored != nil {
+		fmt.Fprintf(w, "%s/%s stored in %s at seq %d, subject %s, received %s\n\n", life.Source, life.EventID,
+			life.Stored.Stream, life.Stored.Seq, life.Stored.Subject, fmtTime(life.Stored.ReceivedAt))
+	} else {
+		fmt.Fprintf(w, "%s/%s is not in HOOKS (any more)\n\n", life.Source, life.EventID)
+	}
+	t := newTable(w, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER", "FAILURES", "LAST FAILED", "LAST ERROR")
+	for _, at := range life.Consumers {
+		processed, dl, failures, failed := "-", "-", "-", "-"
+		if at.ProcessedAt != nil {
+			processed = fmtTime(*at.ProcessedAt)
+		}
+		if at.DeadLetterID != nil {
+			dl = fmt.Sprint(*at.DeadLetterID)
+		}
+		if at.Failures > 0 {
+			failures = fmt.Sprint(at.Failures)
+		}
+		if at.LastFailedAt != nil {
+			failed = fmtTime(*at.LastFailedAt)
+		}
+		t.row(at.Name, at.State, seqCell(at.StreamSeq), processed, dl, failures, failed, clip(at.LastError, 100))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	sections := []func(io.Writer, ops.EventLife) error{printLifeDeadLetters, printLifeConflicts, printLifeOutbox}
+	for _, section := range sections {
+		if err := section(w, life); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printLifeDeadLetters(w io.Writer, life ops.EventLife) error {
+	if len(life.DeadLetters) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "DEAD LETTER", "CONSUMER", "SEQ", "RESOLVED")
+	for _, d := range life.DeadLetters {
+		resolved := "no"
+		if d.ResolvedAt != nil {
+			resolved = fmtTime(*d.ResolvedAt) + " (" + d.Resolution + ")"
+		}
+		t.row(fmt.Sprint(d.ID), d.Consumer, seqCell(d.StreamSeq), resolved)
+	}
+	return t.flush()
+}
+
+func printLifeConflicts(w io.Writer, life ops.EventLife) error {
+	if len(life.Conflicts) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "CONFLICT", "DETECTED BY", "REJECTED SEQ", "DETECTED AT", "RESOLVED")
+	for _, x := range life.Conflicts {
+		resolved := "no"
+		if x.ResolvedAt != nil {
+			resolved = fmtTime(*x.ResolvedAt) + " (" + x.Resolution + ")"
+		}
+		t.row(fmt.Sprint(x.ID), x.DetectedBy, seqCell(x.RejectedSeq), fmtTime(x.DetectedAt), resolved)
+	}
+	return t.flush()
+}
+
+func printLifeOutbox(w io.Writer, life ops.EventLife) error {
+	if len(life.Outbox) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "OUTBOX ID", "EVENT ID", "SUBJECT", "STATE", "EVENTS SEQ")
+	for _, r := range life.Outbox {
+		t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, r.State, seqCell(r.SentSeq))
+	}
+	return t.flush()
+}
+
+// ConsumersCmd pauses and resumes consumers, and deletes orphaned
+// durables.
 type ConsumersCmd struct {
 	Pause  ConsumersPauseCmd  `cmd:"" help:"Pause a consumer's deliveries (JetStream consumer pause, nats-server 2.11+); messages wait in HOOKS."`
 	Resume ConsumersResumeCmd `cmd:"" help:"Resume a paused consumer."`
+	Delete ConsumersDeleteCmd `cmd:"" help:"Delete a durable on HOOKS that no configured consumer owns (status marks it orphaned); it keeps every message it has not acked in HOOKS."`
+}
+
+// ConsumersDeleteCmd deletes one orphaned durable.
+type ConsumersDeleteCmd struct {
+	Name string `arg:"" help:"Durable name, or a consumer's name for its own and its partition durables (status lists orphaned ones); a configured consumer's are refused."`
+	JSON bool   `help:"Print JSON."`
+	natsFlags
+	allFlags
+}
+
+// Run implements `consumers delete`.
+func (c *ConsumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
+		res, err := o.DeleteDurable(ctx, c.Name)
+		if err != nil {
+			return fmt.Errorf("consumers delete: %w", err)
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, res)
+		}
+		fmt.Fprintf(rt.stdout, "deleted %s from HOOKS (acked up to seq %d; %d messages not received, %d not acked)\n",
+			strings.Join(res.Deleted, ", "), res.AckFloorSeq, res.Pending, res.AckPending)
+		return nil
+	})
 }
 
 // ConsumersPauseCmd pauses one consumer.

@@ -9,12 +9,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
+	"github.com/hookbridge/hookbridge/ops"
 )
 
 // DeadLettersCmd inspects hookbridge.dead_letters.
@@ -100,7 +100,7 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 // ConflictsCmd inspects hookbridge.conflicts.
 type ConflictsCmd struct {
 	List    ConflictsListCmd    `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
-	Show    ConflictsShowCmd    `cmd:"" help:"Show one conflict with the rejected body."`
+	Show    ConflictsShowCmd    `cmd:"" help:"Show one conflict with both bodies: the original (read back from HOOKS) and the rejected one."`
 	Resolve ConflictsResolveCmd `cmd:"" help:"Mark one conflict resolved (the row is kept)."`
 }
 
@@ -165,32 +165,74 @@ func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 type ConflictsShowCmd struct {
 	ID   int64 `arg:"" help:"Conflict id (from list)."`
 	JSON bool  `help:"Print JSON."`
-	dbFlags
+	natsFlags
+	allFlags
 }
 
-// Run implements `conflicts show`.
+// conflictJSON is `conflicts show --json`: the conflict, the rejected
+// body as body (or body_base64), and the original body when HOOKS still
+// holds it, else why not.
+type conflictJSON struct {
+	Conflict
+	bodyView
+	OriginalBody       *string `json:"original_body,omitempty"`
+	OriginalBodyBase64 []byte  `json:"original_body_base64,omitempty"`
+	OriginalMissing    string  `json:"original_missing,omitempty"`
+}
+
+// Run implements `conflicts show`: both bodies, as the console shows
+// them. The original is read back from HOOKS; without JetStream the
+// rejected body is still printed, and why the original is not.
 func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		stored, err := store.GetConflict(ctx, pool, c.ID)
-		if errors.Is(err, pgx.ErrNoRows) {
+	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
+		o := &ops.Ops{Pool: pool, Consumers: app.OpsConsumers(cfg, rt.handlers)}
+		js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)
+		if jsErr == nil {
+			defer closeNATS()
+			o.JS = js
+		}
+		d, err := o.GetConflict(ctx, c.ID)
+		if errors.Is(err, ops.ErrNotFound) {
 			return fmt.Errorf("conflicts: conflict %d not found", c.ID)
 		}
 		if err != nil {
 			return fmt.Errorf("conflicts: %w", dbError(err))
 		}
-		x, body := conflictView(stored), stored.RejectedBody
-		if c.JSON {
-			return writeJSON(rt.stdout, struct {
-				Conflict
-				bodyView
-			}{x, viewBody(body)})
+		if jsErr != nil {
+			d.OriginalMissing = "HOOKS not reachable: " + jsErr.Error()
 		}
-		return printRecord(rt.stdout, [][2]string{
-			{"id", fmt.Sprint(x.ID)}, {"detected by", x.DetectedBy}, {"source", x.Source}, {"event id", x.EventID},
-			{"type", x.EventType}, {"original seq", seqCell(x.OriginalSeq)}, {"original sha256", x.OriginalSHA256},
-			{"rejected seq", seqCell(x.RejectedSeq)}, {"rejected sha256", x.RejectedSHA256}, {"detected at", fmtTime(x.DetectedAt)},
-		}, body)
+		x := conflictView(d.Conflict)
+		if c.JSON {
+			out := conflictJSON{Conflict: x, bodyView: viewBody(d.RejectedBody), OriginalMissing: d.OriginalMissing}
+			if d.OriginalMissing == "" {
+				orig := viewBody(d.OriginalBody)
+				out.OriginalBody, out.OriginalBodyBase64 = orig.Body, orig.BodyBase64
+			}
+			return writeJSON(rt.stdout, out)
+		}
+		return printConflict(rt.stdout, x, d)
 	})
+}
+
+func printConflict(w io.Writer, x Conflict, d ops.ConflictDetail) error {
+	t := newTable(w, "FIELD", "VALUE")
+	for _, f := range [][2]string{
+		{"id", fmt.Sprint(x.ID)}, {"detected by", x.DetectedBy}, {"source", x.Source}, {"event id", x.EventID},
+		{"type", x.EventType}, {"original seq", seqCell(x.OriginalSeq)}, {"original sha256", x.OriginalSHA256},
+		{"rejected seq", seqCell(x.RejectedSeq)}, {"rejected sha256", x.RejectedSHA256}, {"detected at", fmtTime(x.DetectedAt)},
+	} {
+		t.row(f[0], f[1])
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if d.OriginalMissing != "" {
+		fmt.Fprintf(w, "\noriginal body: not shown: %s\n", d.OriginalMissing)
+	} else {
+		printBody(w, "original body (applied)", d.OriginalBody)
+	}
+	printBody(w, "rejected body", d.RejectedBody)
+	return nil
 }
 
 // withPool loads the configuration, opens the database and runs fn.
@@ -235,13 +277,19 @@ func printRecord(w io.Writer, fields [][2]string, body []byte) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nbody (%d bytes):\n", len(body))
+	printBody(w, "body", body)
+	return nil
+}
+
+// printBody prints a titled body verbatim, or as a hex dump when it is
+// not UTF-8.
+func printBody(w io.Writer, title string, body []byte) {
+	fmt.Fprintf(w, "\n%s (%d bytes):\n", title, len(body))
 	if !utf8.Valid(body) {
 		fmt.Fprintln(w, hex.Dump(body))
-		return nil
+		return
 	}
 	fmt.Fprintln(w, string(body))
-	return nil
 }
 
 func seqCell(seq uint64) string {

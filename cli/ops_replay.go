@@ -49,7 +49,12 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		if err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
-		out := newReplayPrinter(rt.stdout, c.JSON, c.DryRun)
+		out := newReplayPrinter(rt.stdout, c.JSON)
+		if c.DryRun {
+			if out.notes, err = o.DryRunNotes(ctx, c.Consumer, sel); err != nil {
+				return fmt.Errorf("replay: %w", dbError(err))
+			}
+		}
 		prog := startProgress(rt.stderr)
 		defer prog.stop()
 		opts.Planned = prog.planned
@@ -89,25 +94,43 @@ func (c *ReplayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
 }
 
 // replayPrinter prints a replay's items as they come, so a replay of
-// millions of messages holds none of them: JSON lines, or text rows of
-// fixed width.
+// millions of messages holds none of them: JSON lines, or text rows.
+// Identifiers are printed whole, so that they can be pasted into
+// `events show` or `--event-id`; a long one only shifts its row.
 type replayPrinter struct {
 	w      io.Writer
 	json   bool
 	enc    *json.Encoder
 	header bool
 	rows   int
+	// notes, in a dry run, says which messages are dead letters and what
+	// the real run does with them; newDLs counts those the inbox calls new.
+	notes  func(consumer.ReplayItem) *ops.DryRunNote
+	newDLs int
 }
 
-func newReplayPrinter(w io.Writer, asJSON, _ bool) *replayPrinter {
+func newReplayPrinter(w io.Writer, asJSON bool) *replayPrinter {
 	return &replayPrinter{w: w, json: asJSON, enc: json.NewEncoder(w)}
 }
 
 const replayRow = "%-10s %-20s %-12s %-24s %-20s %-10s %s\n"
 
+// replayLine is one item of --json: the item, and in a dry run the
+// dead letter it is and what the real run does with it.
+type replayLine struct {
+	consumer.ReplayItem
+	*ops.DryRunNote
+}
+
 func (p *replayPrinter) item(it consumer.ReplayItem) {
+	var note *ops.DryRunNote
+	if p.notes != nil {
+		if note = p.notes(it); note != nil && it.Outcome == consumer.ReplayNew {
+			p.newDLs++
+		}
+	}
 	if p.json {
-		_ = p.enc.Encode(it) // a closed stdout shows in the summary's write
+		_ = p.enc.Encode(replayLine{it, note}) // a closed stdout shows in the summary's write
 		return
 	}
 	if !p.header {
@@ -115,8 +138,11 @@ func (p *replayPrinter) item(it consumer.ReplayItem) {
 		p.header = true
 	}
 	p.rows++
-	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.Seq), fmtTime(it.Time), clip(it.Source, 12), clip(it.EventID, 24),
-		clip(it.Type, 20), it.Outcome, clip(it.Error, 80))
+	last := clip(it.Error, 80)
+	if note != nil {
+		last = note.Note
+	}
+	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome, last)
 }
 
 func (p *replayPrinter) summary(s consumer.ReplaySummary) error {
@@ -135,17 +161,39 @@ func (p *replayPrinter) summary(s consumer.ReplaySummary) error {
 	}
 	fmt.Fprintf(p.w, "%s to %s: %d selected\n", mode, s.Consumer, s.Selected)
 	t := newTable(p.w, "OUTCOME", "COUNT")
-	for _, row := range []struct {
-		name string
-		n    int
-	}{{"new", s.New}, {"processed", s.Processed}, {"duplicate", s.Duplicate}, {"conflict", s.Conflict},
+	for _, row := range summaryRows(s) {
+		t.row(row.name, fmt.Sprint(row.n))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if p.newDLs > 0 {
+		fmt.Fprintf(p.w, "%d of the new are dead letters: the real run applies them again, and each fails again unless its cause was fixed (dead-letters show ID)\n", p.newDLs)
+	}
+	return nil
+}
+
+type summaryRow struct {
+	name string
+	n    int
+}
+
+// summaryRows are the counts a summary prints: a dry run applies nothing,
+// so it shows what would happen (new, duplicate, conflict) and never
+// "processed"; a real run shows processed and duplicate always, the
+// others when they happened.
+func summaryRows(s consumer.ReplaySummary) []summaryRow {
+	all := []summaryRow{{"new", s.New}, {"processed", s.Processed}, {"duplicate", s.Duplicate}, {"conflict", s.Conflict},
 		{"failed", s.Failed}, {"missing", s.Missing}, {"mismatch", s.Mismatch}, {"unusable", s.Unusable},
-		{"dead letters resolved", s.Resolved}} {
-		if row.n > 0 || row.name == "processed" || row.name == "duplicate" || (s.DryRun && row.name == "new") {
-			t.row(row.name, fmt.Sprint(row.n))
+		{"dead letters resolved", s.Resolved}}
+	var out []summaryRow
+	for _, row := range all {
+		always := row.name == "duplicate" || (s.DryRun && (row.name == "new" || row.name == "conflict")) || (!s.DryRun && row.name == "processed")
+		if row.n > 0 || always {
+			out = append(out, row)
 		}
 	}
-	return t.flush()
+	return out
 }
 
 // progress reports a long replay's progress on stderr every

@@ -30,6 +30,7 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		if jsErr == nil {
 			jsErr = st.ReadJetStream(ctx, js)
 			closeNATS()
+			st.ApplyConfig(cfg)
 		}
 		if jsErr != nil {
 			st.JetStreamError = jsErr.Error()
@@ -52,49 +53,15 @@ func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 
 func printStatus(w io.Writer, st *app.Status) error {
 	if st.JetStreamError == "" {
-		t := newTable(w, "STREAM", "MESSAGES", "BYTES", "LIMIT", "FIRST SEQ", "LAST SEQ", "FIRST (REPLAY REACHES BACK TO)", "LAST", "MAX AGE")
-		for _, s := range st.Streams {
-			limit := "none"
-			if s.MaxBytes > 0 {
-				limit = fmt.Sprintf("%d (%.0f%%)", s.MaxBytes, 100*float64(s.Bytes)/float64(s.MaxBytes))
-			}
-			first := fmtTime(s.FirstTime)
-			if !s.FirstTime.IsZero() {
-				first += " (" + time.Since(s.FirstTime).Round(time.Second).String() + " ago)"
-			}
-			t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), limit, fmt.Sprint(s.FirstSeq), fmt.Sprint(s.LastSeq),
-				first, fmtTime(s.LastTime), time.Duration(s.MaxAgeSeconds*float64(time.Second)).String())
-		}
-		if err := t.flush(); err != nil {
+		if err := printStreams(w, st); err != nil {
 			return err
 		}
-		for _, s := range st.Streams {
-			if s.Full != "" {
-				fmt.Fprintf(w, "%s REFUSES NEW MESSAGES: %s\n", s.Name, s.Full)
-			}
-			if s.LowestAckFloor != nil {
-				fmt.Fprintf(w, "%s: every consumer has acked up to seq %d; when space runs short, serve trims below it and replays then reach back to seq %d\n",
-					s.Name, *s.LowestAckFloor, max(*s.LowestAckFloor+1, s.FirstSeq))
-			}
-		}
-		fmt.Fprintln(w)
-		t = newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "ACK FLOOR", "OLDEST UNACKED", "DEAD LETTERS")
-		for _, c := range st.Consumers {
-			oldest := "-"
-			if c.OldestUnackedSeconds > 0 {
-				oldest = time.Duration(c.OldestUnackedSeconds * float64(time.Second)).Round(time.Second).String()
-			}
-			name := c.Name
-			if c.Paused {
-				name += " (paused)"
-			}
-			t.row(c.Stream, name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
-				fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
-		}
-		if err := t.flush(); err != nil {
+		if err := printConsumers(w, st); err != nil {
 			return err
 		}
-		fmt.Fprintln(w)
+	}
+	if err := printRetrying(w, st); err != nil {
+		return err
 	}
 	t := newTable(w, "POSTGRES", "COUNT")
 	t.row("outbox pending", fmt.Sprint(st.Outbox.Pending))
@@ -107,4 +74,97 @@ func printStatus(w io.Writer, st *app.Status) error {
 	t.row("dead letters unresolved", fmt.Sprint(dead))
 	t.row("conflicts", fmt.Sprint(st.Conflicts))
 	return t.flush()
+}
+
+// replayReach is how far back a replay of a stream reaches, written the
+// way status and the console both show it: the oldest message still
+// stored, by sequence and time (a stream's max age is only the limit
+// that trims it; the storage guard and max_bytes trim it too).
+func replayReach(s app.StreamStatus, now time.Time) string {
+	if s.Messages == 0 || s.FirstTime.IsZero() {
+		return "nothing stored"
+	}
+	return fmt.Sprintf("seq %d, %s (%s ago)", s.FirstSeq, fmtTime(s.FirstTime), now.Sub(s.FirstTime).Round(time.Second))
+}
+
+func printStreams(w io.Writer, st *app.Status) error {
+	now := time.Now()
+	t := newTable(w, "STREAM", "MESSAGES", "BYTES", "LIMIT", "LAST SEQ", "LAST", "REPLAY REACHES BACK TO", "MAX AGE")
+	for _, s := range st.Streams {
+		limit := "none"
+		if s.MaxBytes > 0 {
+			limit = fmt.Sprintf("%d (%.0f%%)", s.MaxBytes, 100*float64(s.Bytes)/float64(s.MaxBytes))
+		}
+		t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), limit, fmt.Sprint(s.LastSeq), fmtTime(s.LastTime),
+			replayReach(s, now), time.Duration(s.MaxAgeSeconds*float64(time.Second)).String())
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, s := range st.Streams {
+		if s.Full != "" {
+			fmt.Fprintf(w, "%s REFUSES NEW MESSAGES: %s\n", s.Name, s.Full)
+		}
+		if s.LowestAckFloor != nil {
+			fmt.Fprintf(w, "%s: no consumer needs a message up to seq %d (each acked it or will never receive it); "+
+				"serve trims below it what is older than the max age, or sooner when space runs short; replays then reach back to seq %d\n",
+				s.Name, *s.LowestAckFloor, max(*s.LowestAckFloor+1, s.FirstSeq))
+		}
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func printConsumers(w io.Writer, st *app.Status) error {
+	t := newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "RETRYING", "ACK FLOOR", "OLDEST UNACKED", "DEAD LETTERS")
+	for _, c := range st.Consumers {
+		oldest := "-"
+		if c.OldestUnackedSeconds > 0 {
+			oldest = time.Duration(c.OldestUnackedSeconds * float64(time.Second)).Round(time.Second).String()
+		}
+		name := c.Name
+		if c.Paused {
+			name += " (paused)"
+		}
+		if c.Orphaned {
+			name += " (orphaned)"
+		}
+		t.row(c.Stream, name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
+			fmt.Sprint(st.RetryingByConsumer[c.Name]), fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, name := range st.OrphanedDurables {
+		fmt.Fprintf(w, "ORPHANED: durable %s on HOOKS belongs to no configured consumer; HOOKS keeps every message it has not acked. "+
+			"Remove it with `hookbridge consumers delete %s`\n", name, name)
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// printRetrying lists the events failing right now, with their failure
+// counts and last errors: what REDELIVERED counts without naming.
+func printRetrying(w io.Writer, st *app.Status) error {
+	if len(st.Retrying) == 0 {
+		return nil
+	}
+	var all int64
+	for _, n := range st.RetryingByConsumer {
+		all += n
+	}
+	fmt.Fprintf(w, "RETRYING: %d event(s) failing now, each redelivered after its backoff and dead-lettered at max_deliver", all)
+	if all > int64(len(st.Retrying)) {
+		fmt.Fprintf(w, " (the %d most recent shown)", len(st.Retrying))
+	}
+	fmt.Fprintln(w)
+	t := newTable(w, "CONSUMER", "SOURCE", "EVENT ID", "SEQ", "FAILURES", "LAST FAILED", "LAST ERROR")
+	for _, f := range st.Retrying {
+		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), fmt.Sprint(f.Failures), fmtTime(f.UpdatedAt), clip(f.LastError, 100))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return nil
 }

@@ -19,9 +19,9 @@ import (
 type SelftestCmd struct {
 	URL     string        `help:"Base URL of the ingress (default: http://<http-addr>)."`
 	JSON    bool          `name:"json" help:"Print the report as JSON."`
-	Cleanup bool          `help:"Remove the run's rows and relayed messages afterwards (they are kept under the run id otherwise)."`
+	Cleanup bool          `help:"Remove the run's rows and relayed messages afterwards (they are kept under the run id otherwise), and the self-test's durable on HOOKS unless a serve consumes from it."`
 	RunID   string        `name:"run-id" help:"Run id to use (default: a new one); with --cleanup-only, the run to remove."`
-	Only    bool          `name:"cleanup-only" help:"Run no checks; remove the rows of --run-id."`
+	Only    bool          `name:"cleanup-only" help:"Run no checks; remove the rows of --run-id (and the durable, as --cleanup)."`
 	Timeout time.Duration `help:"How long each check waits for the deployment to settle." default:"20s"`
 	allFlags
 }
@@ -29,8 +29,9 @@ type SelftestCmd struct {
 // selftestOutput is the --json output.
 type selftestOutput struct {
 	selftest.Report
-	URL     string           `json:"url,omitempty"`
-	Cleaned *selftest.Purged `json:"cleaned,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Cleaned *selftest.Purged  `json:"cleaned,omitempty"`
+	Durable *selftest.Removal `json:"durable,omitempty"`
 }
 
 // Run implements the selftest command. It fails (exit 1) unless every
@@ -94,13 +95,18 @@ func (c *SelftestCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			return err
 		}
 		out.Cleaned = &p
+		r, err := selftest.RemoveDurable(ctx, js)
+		if err != nil {
+			return err
+		}
+		out.Durable = &r
 	}
 	if c.JSON {
 		err = writeJSON(rt.stdout, out)
 	} else {
 		err = report.WriteText(rt.stdout)
 		if err == nil && out.Cleaned != nil {
-			_, err = fmt.Fprintf(rt.stdout, "removed run %s: %s\n", report.RunID, out.Cleaned)
+			_, err = fmt.Fprintf(rt.stdout, "removed run %s: %s\n%s\n", report.RunID, out.Cleaned, out.Durable)
 		} else if err == nil {
 			_, err = fmt.Fprintf(rt.stdout, "rows kept under run %s; remove them with --cleanup-only --run-id %s\n", report.RunID, report.RunID)
 		}
@@ -122,9 +128,13 @@ func (c *SelftestCmd) cleanupOnly(ctx context.Context, rt *runtime, target selft
 	if err != nil {
 		return dbError(err)
 	}
-	if c.JSON {
-		return writeJSON(rt.stdout, map[string]any{"run_id": c.RunID, "cleaned": p})
+	r, err := selftest.RemoveDurable(ctx, target.JS)
+	if err != nil {
+		return err
 	}
-	_, err = fmt.Fprintf(rt.stdout, "removed run %s: %s\n", c.RunID, p)
+	if c.JSON {
+		return writeJSON(rt.stdout, map[string]any{"run_id": c.RunID, "cleaned": p, "durable": r})
+	}
+	_, err = fmt.Fprintf(rt.stdout, "removed run %s: %s\n%s\n", c.RunID, p, r)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,9 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/selftest"
 )
 
@@ -27,24 +31,33 @@ const selftestSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 // configuration file both serve and the command read.
 type selftestDeployment struct {
 	db     *hookbridgetest.Database
+	ns     *hookbridgetest.JetStream
+	dir    string
 	config string
 	url    string
+	stop   func() // stops serve; idempotent
 }
 
 // startSelftestDeployment writes the configuration, loads it as serve
 // does and runs serve with handlers until the test ends.
 func startSelftestDeployment(t *testing.T, handlers app.Handlers) *selftestDeployment {
 	t.Helper()
-	db := hookbridgetest.Postgres(t)
-	ns := hookbridgetest.NATS(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "hookbridge.yaml")
-	yaml := fmt.Sprintf("database_url: %q\nnats_url: %q\ndata_dir: %q\nhttp_addr: 127.0.0.1:0\nselftest:\n  enabled: true\n  secrets: [%q]\n",
-		db.URL, ns.URL(), dir, selftestSecret)
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+	d := &selftestDeployment{db: hookbridgetest.Postgres(t), ns: hookbridgetest.NATS(t), dir: t.TempDir()}
+	d.start(t, handlers, true)
+	return d
+}
+
+// start writes the configuration (with the self-test enabled or not) and
+// runs serve on it until stop or the end of the test.
+func (d *selftestDeployment) start(t *testing.T, handlers app.Handlers, selftestEnabled bool) {
+	t.Helper()
+	d.config = filepath.Join(d.dir, "hookbridge.yaml")
+	yaml := fmt.Sprintf("database_url: %q\nnats_url: %q\ndata_dir: %q\nhttp_addr: 127.0.0.1:0\nselftest:\n  enabled: %t\n  secrets: [%q]\n",
+		d.db.URL, d.ns.URL(), d.dir, selftestEnabled, selftestSecret)
+	if err := os.WriteFile(d.config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := app.Load(path, noEnv, app.Overrides{}, handlers)
+	cfg, err := app.Load(d.config, noEnv, app.Overrides{}, handlers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,30 +69,34 @@ func startSelftestDeployment(t *testing.T, handlers app.Handlers) *selftestDeplo
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx, func(a string) { addr <- a }) }()
-	var url string
 	select {
 	case a := <-addr:
-		url = "http://" + a
+		d.url = "http://" + a
 	case err := <-done:
 		cancel()
 		t.Fatalf("serve did not start: %v", err)
 	}
-	t.Cleanup(func() {
+	stopped := false
+	d.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-	})
+	}
+	t.Cleanup(d.stop)
 	// Ready once migrated and every consumer has its durable.
 	hookbridgetest.Eventually(t, 30*time.Second, "serve ready", func() bool {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := http.Get(d.url + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return &selftestDeployment{db: db, config: path, url: url}
 }
 
 // selftestCommand runs `hookbridge selftest` as Main does and returns its
@@ -120,6 +137,26 @@ func TestSelftestCommandPassesAgainstServe(t *testing.T) {
 		t.Fatalf("selftest exit code %d, want 0\n%s\n%s", code, out, errOut)
 	}
 	r := decodeSelftest(t, out)
+	// The dead letter and the conflict the run makes on purpose are kept
+	// under its run id, resolved: not among the operator's unresolved ones.
+	if r.Resolved != (selftest.Resolved{DeadLetters: 1, Conflicts: 1}) {
+		t.Errorf("the run resolved %+v, want its one dead letter and one conflict", r.Resolved)
+	}
+	for q, n := range map[string]int{
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE consumer = 'hookbridge_selftest'":                                  1,
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE resolved_at IS NULL":                                               0,
+		"SELECT count(*) FROM hookbridge.conflicts WHERE source = 'hookbridge_selftest'":                                       1,
+		"SELECT count(*) FROM hookbridge.conflicts WHERE resolved_at IS NULL":                                                  0,
+		"SELECT count(*) FROM hookbridge.dead_letters WHERE resolution = 'selftest' AND resolution_note LIKE '%' || $1 || '%'": 1,
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = append(args, r.RunID)
+		}
+		if got := d.db.Count(t, q, args...); got != n {
+			t.Errorf("after a run: %s = %d, want %d", q, got, n)
+		}
+	}
 	want := []struct {
 		name string
 		c    selftest.Counters // inbox, effects, conflicts, dead letters
@@ -161,7 +198,9 @@ func TestSelftestCommandPassesAgainstServe(t *testing.T) {
 		t.Fatalf("selftest --cleanup exit code %d\n%s\n%s", code, out, errOut)
 	}
 	t.Logf("selftest --cleanup:\n%s", out)
-	for _, line := range []string{"1 first-delivery", "8 duplicate-publish", "all 8 checks hold", "removed run st"} {
+	// Serve runs the self-test and pulls from its durable: --cleanup keeps it.
+	for _, line := range []string{"1 first-delivery", "8 duplicate-publish", "all 8 checks hold", "removed run st",
+		"resolved what the run made on purpose: 1 dead letter(s), 1 conflict(s)", "durable kept: a client pulls from hookbridge_selftest"} {
 		if !strings.Contains(out, line) {
 			t.Errorf("text report lacks %q:\n%s", line, out)
 		}
@@ -259,4 +298,71 @@ func TestSelftestCommandNeedsItEnabled(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "selftest: {enabled: true") {
 		t.Fatalf("exit %d, stderr %q; want 1 and how to enable it", code, errOut)
 	}
+}
+
+// Once serve runs without the self-test, its durable would keep every
+// self-test message it has not acked in HOOKS for good. Serve removes it
+// (and the self-test's messages, so that a durable made later does not
+// apply cleaned-up runs again), while a configured consumer's durables,
+// partition durables included, stay; an orphan of another name is shown
+// by the metric and left to the operator.
+func TestServeWithoutTheSelftestRemovesItsDurable(t *testing.T) {
+	t.Parallel()
+	d := startSelftestDeployment(t, builtin.Handlers())
+	if code, out, errOut := d.selftestCommand(t); code != 0 {
+		t.Fatalf("selftest exit code %d\n%s\n%s", code, out, errOut)
+	}
+	ctx := context.Background()
+	// A partition durable serve does not make (beyond the configured
+	// partitions) still belongs to orders.
+	for _, name := range []string{stream.PartitionDurable("orders", 99), "gone"} {
+		if _, err := d.ns.JS.CreateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d.stop()
+	if _, err := d.ns.JS.Consumer(ctx, stream.Hooks, selftest.Consumer); err != nil {
+		t.Fatalf("the self-test's durable after the run: %v", err)
+	}
+
+	d.start(t, builtin.Handlers(), false)
+	hookbridgetest.Eventually(t, 30*time.Second, "the self-test's durable removed", func() bool {
+		_, err := d.ns.JS.Consumer(ctx, stream.Hooks, selftest.Consumer)
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	})
+	s, err := d.ns.JS.Stream(ctx, stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter("hooks.hookbridge_selftest.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 0 {
+		t.Fatalf("self-test messages left in HOOKS: %v", info.State.Subjects)
+	}
+	for _, name := range []string{"orders", stream.PartitionDurable("orders", 99), "gone"} {
+		if _, err := d.ns.JS.Consumer(ctx, stream.Hooks, name); err != nil {
+			t.Errorf("durable %s: %v, want it kept", name, err)
+		}
+	}
+	hookbridgetest.Eventually(t, 30*time.Second, "the orphan in the metrics", func() bool {
+		m := scrape(t, d.url+"/metrics")
+		return strings.Contains(m, `hookbridge_stream_hooks_orphaned_durables{durable="gone"} 1`) &&
+			!strings.Contains(m, `durable="orders`) && !strings.Contains(m, `durable="hookbridge_selftest"`)
+	})
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -22,7 +22,12 @@ type SendCmd struct {
 	Type   string `help:"Event type, e.g. order.created." required:""`
 	Data   string `help:"JSON object for the body's data field." default:"{}"`
 	ID     string `help:"Event id (default: a random msg_… id)."`
-	URL    string `help:"Base URL of the ingress (default: http://<http-addr>)."`
+	// Timestamp is fixed by default: the body is then a function of the
+	// type, the data and this flag only, so sending the same --id again
+	// is an exact repeat (200 duplicate) however much later it is sent.
+	// The signature's own timestamp header is always the current time.
+	Timestamp string `help:"The body's timestamp field (RFC 3339). The default is fixed, so the same --id, --type and --data make the same body and a repeat answers 200 duplicate." default:"1970-01-01T00:00:00Z"`
+	URL       string `help:"Base URL of the ingress (default: http://<http-addr>)."`
 	httpFlags
 }
 
@@ -39,8 +44,9 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	if src.Scheme != verify.SchemeStandardWebhooks {
 		return fmt.Errorf("send: source %q uses %s; send signs Standard Webhooks only", c.Source, src.Scheme)
 	}
-	if !json.Valid([]byte(c.Data)) {
-		return fmt.Errorf("send: --data is not valid JSON")
+	body, err := c.body()
+	if err != nil {
+		return err
 	}
 	id := c.ID
 	if id == "" {
@@ -48,12 +54,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		_, _ = rand.Read(b)
 		id = "msg_" + hex.EncodeToString(b)
 	}
-	now := time.Now()
-	body, err := json.Marshal(map[string]any{"type": c.Type, "timestamp": now.UTC().Format(time.RFC3339), "data": json.RawMessage(c.Data)})
-	if err != nil {
-		return fmt.Errorf("send: encode body: %w", err)
-	}
-	req, err := standardRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.ResolvedSecrets()[0], id, now, body)
+	req, err := standardRequest(ctx, c.baseURL(cfg)+"/webhooks/"+c.Source, src.ResolvedSecrets()[0], id, time.Now(), body)
 	if err != nil {
 		return err
 	}
@@ -64,10 +65,32 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	fmt.Fprintf(rt.stdout, "%s %s\n%s", resp.Status, id, out)
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusConflict {
+	// Like curl --fail: a script can tell an accepted (or duplicate)
+	// delivery from a refused one by the exit status alone.
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
 		return fmt.Errorf("send: %s", resp.Status)
 	}
 	return nil
+}
+
+// body is the Standard Webhooks body send posts: the same flags always
+// give the same bytes.
+func (c *SendCmd) body() ([]byte, error) {
+	if !json.Valid([]byte(c.Data)) {
+		return nil, fmt.Errorf("send: --data is not valid JSON")
+	}
+	if _, err := time.Parse(time.RFC3339, c.Timestamp); err != nil {
+		return nil, fmt.Errorf("send: --timestamp %q is not an RFC 3339 time: %w", c.Timestamp, err)
+	}
+	body, err := json.Marshal(struct {
+		Type      string          `json:"type"`
+		Timestamp string          `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{c.Type, c.Timestamp, json.RawMessage(c.Data)})
+	if err != nil {
+		return nil, fmt.Errorf("send: encode body: %w", err)
+	}
+	return body, nil
 }
 
 // standardRequest builds the POST of a JSON body to url that a Standard

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -15,9 +16,21 @@ type VersionCmd struct {
 	JSON bool `help:"Print JSON."`
 }
 
-// buildVersion is what the binary knows of its build: the main module's
-// version (a tag, or "(devel)" for a local build) and the commit it was
-// built from, from runtime/debug.ReadBuildInfo.
+// Set at build time by the image and release builds, which may build
+// without a VCS stamp (no .git in the build context):
+//
+//	go build -ldflags "-X github.com/hookbridge/hookbridge/cli.stampedVersion=v1.2.3 -X github.com/hookbridge/hookbridge/cli.stampedCommit=$(git rev-parse HEAD)"
+//
+// Empty: the build's own information is used.
+var (
+	stampedVersion string
+	stampedCommit  string
+)
+
+// buildVersion is what the binary knows of its build: the version (set
+// at build time, else the main module's: a tag, or "(devel)" for a local
+// build) and the commit it was built from (set at build time, else the
+// VCS stamp), from runtime/debug.ReadBuildInfo.
 type buildVersion struct {
 	Version  string `json:"version"`
 	Commit   string `json:"commit,omitempty"`
@@ -27,21 +40,28 @@ type buildVersion struct {
 }
 
 func readBuildVersion() buildVersion {
-	v := buildVersion{Version: "unknown"}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	v.Version, v.Go = info.Main.Version, info.GoVersion
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Commit = s.Value
-		case "vcs.time":
-			v.Time = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
+	v := buildVersion{Version: "unknown", Go: goruntime.Version()}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		if info.Main.Version != "" {
+			v.Version = info.Main.Version
 		}
+		v.Go = info.GoVersion
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.time":
+				v.Time = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	if stampedVersion != "" {
+		v.Version = stampedVersion
+	}
+	if stampedCommit != "" && stampedCommit != v.Commit {
+		v.Commit, v.Time, v.Modified = stampedCommit, "", false
 	}
 	return v
 }
@@ -53,11 +73,14 @@ func (c *VersionCmd) Run(rt *runtime) error {
 		return writeJSON(rt.stdout, v)
 	}
 	line := "hookbridge " + v.Version
-	if v.Commit != "" {
+	switch {
+	case v.Commit != "":
 		line += " commit " + v.Commit
 		if v.Modified {
 			line += " (modified)"
 		}
+	default:
+		line += " commit unknown (built without VCS information or a stamped commit)"
 	}
 	fmt.Fprintln(rt.stdout, line+" "+v.Go)
 	return nil

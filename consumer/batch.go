@@ -72,7 +72,21 @@ type applier struct {
 	// timeout bounds each transaction attempt (the handler timeout);
 	// zero leaves it to ctx.
 	timeout time.Duration
+	// keyed keeps each ordering key's order when a batch is narrowed
+	// down: once an event fails, the later events of its key are not
+	// applied but held ([errHeld]), so none commits before it.
+	keyed bool
 }
+
+// errHeld is the error of an event that was not attempted because an
+// earlier event of its ordering key in the same batch failed: it must not
+// apply before that one. It is not the event's failure and never counts
+// toward max_deliver.
+var errHeld = errors.New("held behind an earlier event of its ordering key")
+
+// IsHeld reports whether a result's error says the event was held behind
+// an earlier event of its key.
+func isHeld(err error) bool { return errors.Is(err, errHeld) }
 
 func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 	results := make([]Result, len(evs))
@@ -125,6 +139,9 @@ func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) err
 		failAll(evs, results, cause)
 		return cause
 	}
+	if a.keyed {
+		return a.narrowParts(ctx, evs, results, split(len(evs), f))
+	}
 	if !f.located(len(evs)) && len(evs) <= maxSavepointBatch {
 		// Culprit unknown, batch small: one pass with a savepoint per
 		// event is cheaper than halving when several events fail.
@@ -137,6 +154,55 @@ func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) err
 		}
 	}
 	return nil
+}
+
+// narrowParts applies the parts of evs in turn, for a keyed applier: an
+// event whose key failed in an earlier part is held, not applied, and the
+// rest of its part is narrowed down on its own. (The savepoint path is
+// not used: its pipeline sends every event before any result is known.)
+func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result, parts [][2]int) error {
+	for _, p := range parts {
+		failed := failedKeys(evs[:p[0]], results[:p[0]])
+		part, res := evs[p[0]:p[1]], results[p[0]:p[1]]
+		var keep []int
+		for i, ev := range part {
+			if _, ok := failed[ev.OrderingKey]; ok {
+				res[i] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, errHeld)}
+				continue
+			}
+			keep = append(keep, i)
+		}
+		var err error
+		if len(keep) == len(part) {
+			err = a.narrow(ctx, part, res)
+		} else if len(keep) > 0 {
+			sub, subRes := make([]Event, len(keep)), make([]Result, len(keep))
+			for j, i := range keep {
+				sub[j] = part[i]
+			}
+			err = a.narrow(ctx, sub, subRes)
+			for j, i := range keep {
+				res[i] = subRes[j]
+			}
+		}
+		if err != nil {
+			failAll(evs[p[1]:], results[p[1]:], err)
+			return err
+		}
+	}
+	return nil
+}
+
+// failedKeys are the ordering keys of the events in evs that did not
+// apply.
+func failedKeys(evs []Event, results []Result) map[string]struct{} {
+	keys := map[string]struct{}{}
+	for i, r := range results {
+		if r.Outcome == Failed {
+			keys[evs[i].OrderingKey] = struct{}{}
+		}
+	}
+	return keys
 }
 
 // split decides how to narrow down a failed batch of n events: around the

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/sourcegraph/conc/pool"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -46,14 +47,17 @@ type Options struct {
 	MaxDeliver int
 	// Prefetch is how many messages one pull asks for (default 2 ×
 	// Concurrency × BatchSize, at least 128): enough to hide the pull
-	// round trip. Pulled messages are always taken off the connection at
-	// once, so the consumer's buffer is bounded by MaxAckPending (and 64
-	// MiB of bodies), not by Prefetch; messages waiting in it get
-	// in-progress acks every AckWait/3.
+	// round trip. Pulled messages are taken off the connection at once
+	// into the consumer's own queue, which holds at most Prefetch of them
+	// (and 64 MiB of bodies); messages waiting in it get in-progress acks
+	// every AckWait/3. So one instance holds at most [Options.Held]
+	// unacked messages.
 	Prefetch int
-	// MaxAckPending caps unacked messages in flight, buffered ones
-	// included (default: room for the prefetch and a batch per worker, at
-	// least 1000).
+	// MaxAckPending caps unacked messages in flight across every instance
+	// (default: three instances' worth of [Options.Held], at least 1000).
+	// It must stay well above what one instance holds: the messages a
+	// member held when it died come back only after AckWait, and until
+	// then they count against this cap for everyone.
 	MaxAckPending int
 	// HandlerTimeout bounds one batch's transaction (default 30s).
 	HandlerTimeout time.Duration
@@ -66,6 +70,14 @@ type Options struct {
 	// Tracer, when set, observes each applied batch and each dead letter
 	// (metrics, tracing); see observe.go.
 	Tracer Tracer
+
+	// Partitions is the number of partitions of HOOKS's keyed messages
+	// (stream.StreamPartitions) when one of the consumer's sources has an
+	// ordering key; 0 when none has. With partitions the consumer also
+	// reads its sources' keyed messages, through a durable per partition
+	// ("<name>~pNN"), spread over the instances that run it, and applies
+	// the events of one key in stream order (docs/DESIGN.md, "Order").
+	Partitions int
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -123,9 +135,10 @@ func (o *Options) setDefaults() error {
 		o.Prefetch = 2 * o.Concurrency * o.BatchSize
 	}
 	if o.MaxAckPending <= 0 {
-		// Below the buffer plus the batches in flight the server would
-		// stop delivering before the buffer is full.
-		o.MaxAckPending = max(1000, o.Prefetch+o.Concurrency*o.BatchSize)
+		// Room for three instances' holdings: a member that dies (or
+		// hangs) keeps its share until AckWait, and the others go on
+		// with theirs in the meantime.
+		o.MaxAckPending = max(1000, 3*o.Held())
 	}
 	if o.HandlerTimeout <= 0 {
 		o.HandlerTimeout = 30 * time.Second
@@ -136,7 +149,18 @@ func (o *Options) setDefaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Partitions < 0 || o.Partitions > stream.MaxPartitions {
+		return fmt.Errorf("consumer %s: partitions %d out of 0-%d", o.Name, o.Partitions, stream.MaxPartitions)
+	}
 	return nil
+}
+
+// Held is the most unacked messages one instance of the consumer holds at
+// once: what its pull iterator has asked for, its queue, and the batches
+// being applied.
+func (o *Options) Held() int {
+	prefetch := max(o.Prefetch, minPullWindow)
+	return 2*prefetch + o.Concurrency*o.BatchSize
 }
 
 // FilterSubjects are the HOOKS subjects the consumer receives.
@@ -167,6 +191,8 @@ type Consumer struct {
 	r     *runner
 	gate  *intakeGate
 	apply *applier
+	// group runs the keyed messages' partitions (nil: no keyed source).
+	group *group
 }
 
 // New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
@@ -208,6 +234,9 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 		process:     c.process,
 		hold:        c.gate.wait,
 	}
+	if opts.Partitions > 0 {
+		c.group = newGroup(c, js)
+	}
 	return c, nil
 }
 
@@ -215,10 +244,28 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, e
 func (c *Consumer) Name() string { return c.opts.Name }
 
 // Run pulls and applies messages until ctx is cancelled, then stops taking
-// new messages, finishes and acks what is in flight, and returns.
-func (c *Consumer) Run(ctx context.Context) error { return c.r.run(ctx) }
+// new messages, finishes and acks what is in flight, and returns. A
+// consumer with partitions runs its share of them alongside.
+func (c *Consumer) Run(ctx context.Context) error {
+	if c.group == nil {
+		return c.r.run(ctx)
+	}
+	// The first part to fail for good (a configuration the server
+	// refuses) stops the other.
+	p := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
+	p.Go(c.group.run)
+	p.Go(c.r.run)
+	return p.Wait()
+}
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
+	return c.processWith(ctx, c.apply, msgs)
+}
+
+// processWith applies msgs with a and returns what to tell JetStream about
+// each: ack, term (dead-lettered), nak with the backoff delay, or hold
+// (keyed: not attempted, behind an earlier failed event of its key).
+func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream.Msg) []action {
 	actions := make([]action, len(msgs))
 	evs := make([]Event, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
@@ -239,22 +286,30 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 	// dead-letter row) gets its own time, or an event that ran out of time
 	// could never be dead-lettered.
 	start := time.Now()
-	results, elapsed := c.applyTraced(ctx, evs, start)
+	results, elapsed := c.applyTraced(ctx, a, evs, start)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
 		attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
 			"seq", ev.StreamSeq, "delivery", ev.NumDelivered, "outcome", res.Outcome.String(), "duration", elapsed}
 		switch {
+		case res.Outcome == Failed && isHeld(res.Err):
+			actions[i] = action{kind: hold}
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it
-			// at high rates; the outcome metrics count them instead.
-			level := slog.LevelDebug
-			if res.Outcome == Conflict {
-				level = slog.LevelWarn
+			// at high rates; the outcome metrics count them instead. An
+			// event that failed before says it recovered, at info, so a
+			// "will retry" warning always has its end in the log.
+			switch {
+			case res.Outcome == Conflict:
+				c.opts.Logger.Warn("event applied", attrs...)
+			case res.Outcome == Processed && ev.NumDelivered > 1:
+				c.opts.Logger.Info("event applied after retrying", "consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID,
+					"type", ev.Type, "seq", ev.StreamSeq, "attempts", ev.NumDelivered, "since_received", time.Since(ev.ReceivedAt).Round(time.Millisecond))
+			default:
+				c.opts.Logger.Debug("event applied", attrs...)
 			}
-			c.opts.Logger.Log(ctx, level, "event applied", attrs...)
 		default:
 			actions[i] = c.onFailure(ctx, ev, res.Err, attrs)
 		}
@@ -266,7 +321,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 // outside the handlers (theirs are caught per event) still ends the step,
 // every event failed, before it goes on to the runner, which redelivers
 // the batch: a tracer's span is never left open.
-func (c *Consumer) applyTraced(ctx context.Context, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
+func (c *Consumer) applyTraced(ctx context.Context, a *applier, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
 	tctx := c.traceApplyStart(ctx, evs)
 	ended := false
 	defer func() {
@@ -274,7 +329,7 @@ func (c *Consumer) applyTraced(ctx context.Context, evs []Event, start time.Time
 			c.traceApplyEnd(tctx, make([]Result, len(evs)), time.Since(start)) // the zero Result is Failed
 		}
 	}()
-	results = c.apply.apply(tctx, evs)
+	results = a.apply(tctx, evs)
 	elapsed = time.Since(start)
 	ended = true
 	c.traceApplyEnd(tctx, results, elapsed)

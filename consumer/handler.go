@@ -38,6 +38,11 @@ type Event struct {
 	NumDelivered uint64
 	// ReceivedAt is when the ingress received the webhook.
 	ReceivedAt time.Time
+	// OrderingKey names the entity the event is about, when its source
+	// has an ordering key (as the ingress carries it: the key itself, or
+	// "sha256:" and its hash when long); "" otherwise. Events with the
+	// same key are applied in the order the ingress accepted them.
+	OrderingKey string
 }
 
 // Handler applies one event inside tx. It must do all its writes through

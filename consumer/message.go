@@ -52,6 +52,7 @@ func EventFromParts(p MsgParts) (Event, error) {
 		Subject:      p.Subject,
 		StreamSeq:    p.StreamSeq,
 		NumDelivered: p.NumDelivered,
+		OrderingKey:  h.Get(stream.HeaderOrderingKey),
 	}
 	// The header holds the provider's spelling of the type, the subject
 	// only its mapping to tokens.
@@ -63,13 +64,12 @@ func EventFromParts(p MsgParts) (Event, error) {
 	// Messages published by other tools may lack hookbridge's headers:
 	// fall back to the subject and the de-duplication id.
 	if ev.Source == "" || ev.Type == "" {
-		parts := strings.SplitN(p.Subject, ".", 3)
-		if len(parts) == 3 && parts[0] == stream.HooksRoot {
+		if source, tail, _, ok := stream.SplitHookSubject(p.Subject); ok {
 			if ev.Source == "" {
-				ev.Source = parts[1]
+				ev.Source = source
 			}
 			if ev.Type == "" {
-				ev.Type, _ = stream.TypeFromSubject(parts[2])
+				ev.Type, _ = stream.TypeFromSubject(tail)
 			}
 		}
 	}

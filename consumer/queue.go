@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -132,6 +133,26 @@ func (q *msgQueue) pop(deadline time.Time) (jetstream.Msg, popState) {
 			return nil, popNudged
 		case <-timeout:
 			return nil, popTimedOut
+		}
+	}
+}
+
+// waitRoom waits until the queue has room for at least minMsgs messages
+// and minBytes bytes (or is empty), or ctx ends, and returns the room it
+// has.
+func (q *msgQueue) waitRoom(ctx context.Context, minMsgs, minBytes int) (msgs, bytes int) {
+	for {
+		q.mu.Lock()
+		n := len(q.items) - q.head
+		msgs, bytes = q.maxMsgs-n, q.maxBytes-q.bytes
+		q.mu.Unlock()
+		if n == 0 || (msgs >= minMsgs && bytes >= minBytes) {
+			return max(msgs, 1), max(bytes, minBytes)
+		}
+		select {
+		case <-q.room:
+		case <-ctx.Done():
+			return msgs, bytes
 		}
 	}
 }

@@ -287,7 +287,7 @@ func (r *replayer) orderedConfig() jetstream.OrderedConsumerConfig {
 	if r.o.Type != "" {
 		types = []string{r.o.Type}
 	}
-	subjects := (&Options{Sources: r.o.Sources, EventTypes: types}).FilterSubjects()
+	subjects := (&Options{Sources: r.o.Sources, EventTypes: types}).ReplaySubjects()
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects:    subjects,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 )
@@ -26,6 +27,9 @@ const (
 	ack actionKind = iota
 	nak
 	term
+	// hold: not attempted, behind an earlier event of its ordering key
+	// that failed (keyed consumption only, see keyed.go).
+	hold
 )
 
 // runner pulls from one durable consumer, groups messages into batches and
@@ -58,10 +62,6 @@ type runner struct {
 // would allow hundreds of MiB. It bounds each pull request and the
 // runner's own queue (see feed).
 const prefetchBytes = 64 << 20
-
-// serverMaxAckPending is JetStream's MaxAckPending for a durable that
-// sets none (the conflict recorder's).
-const serverMaxAckPending = 1000
 
 // minPullWindow is the fewest messages the pull iterator asks for at once.
 const minPullWindow = 128
@@ -111,59 +111,43 @@ func refused(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.Code == 400
 }
 
-// consume pulls from cons and hands batches to workers until the iterator
-// closes: on shutdown (ctx cancelled, after the buffered messages were
-// applied) or because the server ended it.
+// consume pulls from cons and hands batches to workers until the pulls
+// stop: on shutdown (ctx cancelled, after what was pulled is applied) or
+// because the server ended the durable (the error is returned).
 //
-// A feeder goroutine calls Next all the time and moves every message into
-// the runner's own queue, whether or not a worker is free. The pull
-// iterator must not be left alone while its buffer is full: its channel
-// holds as many entries as it requests messages, but the server's
-// heartbeats and pull-expiry notices take entries too, so with nobody
-// calling Next they fill it and the NATS client drops what comes next
-// ("slow consumer, messages dropped"). A dropped message is redelivered
-// only after ack_wait, and a dropped expiry notice leaves the iterator
-// believing a pull is still open, so it stops pulling until a heartbeat
-// timeout. The queue needs no count limit of its own: every message in it
-// is unacked, so the durable's MaxAckPending bounds it (with a count bound
-// of that size as a net for redelivered copies); prefetchBytes bounds its
-// bytes, and only a backlog of huge bodies ever makes the feeder wait.
+// A feeder goroutine pulls into the runner's own queue, which holds at
+// most prefetch messages (and prefetchBytes of bodies): with the batches
+// being applied, one instance holds a bounded number of unacked messages
+// (Options.Held). Unbounded, one instance's queue grew to the durable's
+// MaxAckPending under a backlog, and when that instance died the others
+// got nothing until its messages came back after ack_wait.
+//
+// The feeder asks for exactly the room the queue has (a fetch: one pull
+// request of that many messages and bytes), so what the server sends
+// always fits and the feeder never has to leave the connection's buffer
+// to fill up. A pull iterator refills its requests by itself and its
+// channel holds only as many entries as it requested: a feeder that had
+// to wait for room let heartbeats and expiry notices overflow it, and the
+// NATS client dropped them or, worse, a message (slow consumer), which
+// came back only after ack_wait.
 func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *pool.Pool) error {
-	// Each pull asks for two batches per worker, enough to hide the pull
-	// round trip, and never fewer than minPullWindow: the iterator's
-	// channel has room for exactly the messages it requests, and every
-	// request the server completes by count also sends a "batch completed"
-	// notice (requests carry a byte limit), so with a window of a few
-	// messages (batch size 1) a feeder that is a few messages behind would
-	// already overflow it.
+	// The queue holds two batches per worker, enough to hide the pull
+	// round trip, and never fewer than minPullWindow.
 	prefetch := r.prefetch
 	if prefetch <= 0 {
 		prefetch = 2 * r.concurrency * r.batchSize
 	}
 	prefetch = max(prefetch, minPullWindow)
-	// A short pull expiry makes a lost consumer leader (a NATS node going
-	// down) noticed within seconds instead of the default 30s.
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(prefetch, prefetchBytes), jetstream.PullExpiry(5*time.Second))
-	if err != nil {
-		return fmt.Errorf("consumer %s: pull: %w", r.name, err)
-	}
-	maxAckPending := r.cfg.MaxAckPending
-	if maxAckPending <= 0 {
-		maxAckPending = serverMaxAckPending
-	}
-	q := newMsgQueue(max(prefetch, maxAckPending), prefetchBytes)
+	q := newMsgQueue(prefetch, prefetchBytes)
 	stopped := make(chan struct{})
-	var bg sync.WaitGroup
-	bg.Go(func() { // stops intake on shutdown; exits with consume
-		select {
-		case <-ctx.Done():
-			// Drain: no new pulls; what is already buffered is still
-			// returned by Next and queued, then Next reports closed.
-			it.Drain()
-		case <-stopped:
-		}
+	var (
+		bg      sync.WaitGroup
+		feedErr error
+	)
+	bg.Go(func() {
+		feedErr = r.feed(ctx, cons, q, prefetch)
+		q.close() // after feedErr is set: the loop below reads it once the queue is closed
 	})
-	bg.Go(func() { r.feed(ctx, it, q) })
 	bg.Go(func() { r.keepQueuedInProgress(q, stopped) })
 	defer func() {
 		close(stopped)
@@ -253,7 +237,8 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		}
 	}
 	flush()
-	return nil
+	// The feeder has returned (it closed the queue): its error is set.
+	return feedErr
 }
 
 // partialHold is the longest a batch that is not full waits for another
@@ -261,30 +246,63 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 // when an apply is slow; a typical apply ends well before it.
 const partialHold = 5 * time.Millisecond
 
-// feed moves messages from the pull iterator into q until the iterator
-// closes, then closes q. While the intake gate is closed (the database is
-// unreachable) it stops calling Next, so nothing new is pulled: what is
-// queued is still handed to workers, and each fails fast and is nak'd
-// with its backoff.
-func (r *runner) feed(ctx context.Context, it jetstream.MessagesContext, q *msgQueue) {
-	defer q.close()
-	for {
+// pullWait is how long one pull waits for messages: an idle consumer asks
+// again this often, a lost consumer leader (a NATS node going down) is
+// noticed within it, and shutdown waits at most this for the pull in
+// flight, whose messages are applied before the runner returns.
+const pullWait = time.Second
+
+// minPullBytes is the least byte room a pull asks for: the largest body
+// the ingress accepts, with its headers, must fit.
+const minPullBytes = 2 << 20
+
+// feed pulls messages into q until ctx ends or the durable is gone. It
+// pulls only when q has room for half a window, so one
+// pull brings many messages. While the intake gate is closed (the
+// database is unreachable) it pulls nothing new: what is queued is still
+// handed to workers, and each fails fast and is nak'd with its backoff.
+func (r *runner) feed(ctx context.Context, cons jetstream.Consumer, q *msgQueue, window int) error {
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
 		if r.hold != nil {
 			r.hold(ctx)
 		}
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			// Heartbeat misses and leadership changes are retried by the
-			// iterator itself; terminal errors (consumer deleted) close
-			// it, and the next Next reports that.
-			r.log.Warn("pull failed", "consumer", r.name, "err", err)
-			continue
+		msgs, bytes := q.waitRoom(ctx, max(window/2, 1), minPullBytes)
+		if ctx.Err() != nil {
+			break
 		}
-		q.push(msg)
+		err := r.fetch(cons, q, msgs, bytes)
+		switch {
+		case err == nil:
+			delay = 100 * time.Millisecond
+			continue
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return fmt.Errorf("consumer %s: pull: %w", r.name, err)
+		}
+		r.log.Warn("pull failed", "consumer", r.name, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
 	}
+	return nil
+}
+
+// fetch makes one pull of at most msgs messages and bytes bytes and
+// queues what it brings, as it comes.
+func (r *runner) fetch(cons jetstream.Consumer, q *msgQueue, msgs, bytes int) error {
+	batch, err := cons.Fetch(msgs, jetstream.FetchMaxWait(pullWait), jetstream.FetchMaxBytes(bytes))
+	if err != nil {
+		return err
+	}
+	for m := range batch.Messages() {
+		q.push(m)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return err
+	}
+	return nil
 }
 
 // keepQueuedInProgress sends in-progress acks for messages that have
@@ -370,7 +388,12 @@ func (r *runner) processSafely(ctx context.Context, msgs []jetstream.Msg, stopPr
 // for a free worker nor a slow handler gets it redelivered to another
 // worker in the meantime.
 func (r *runner) keepInProgress(msgs []jetstream.Msg) (stop func()) {
-	interval := r.progressInterval()
+	return keepInProgress(msgs, r.progressInterval())
+}
+
+// keepInProgress sends an in-progress ack for each of msgs every interval
+// until stop is called.
+func keepInProgress(msgs []jetstream.Msg, interval time.Duration) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {

@@ -41,6 +41,12 @@ func (o *Ops) Pause(ctx context.Context, name string, until time.Time) (PauseRes
 	if err != nil {
 		return PauseResult{}, o.pauseError("pause", name, err)
 	}
+	// A keyed consumer's partitions pause with it.
+	for _, d := range o.partitionDurables(ctx, name) {
+		if _, err := o.JS.PauseConsumer(ctx, stream.Hooks, d, until); err != nil {
+			return PauseResult{}, o.pauseError("pause", d, err)
+		}
+	}
 	out := PauseResult{Name: name, Paused: resp.Paused}
 	if resp.Paused {
 		u := resp.PauseUntil.UTC()
@@ -59,7 +65,29 @@ func (o *Ops) Resume(ctx context.Context, name string) (PauseResult, error) {
 	if err != nil {
 		return PauseResult{}, o.pauseError("resume", name, err)
 	}
+	for _, d := range o.partitionDurables(ctx, name) {
+		if _, err := o.JS.ResumeConsumer(ctx, stream.Hooks, d); err != nil {
+			return PauseResult{}, o.pauseError("resume", d, err)
+		}
+	}
 	return PauseResult{Name: name, Paused: resp.Paused}, nil
+}
+
+// partitionDurables are the partition durables of consumer name on HOOKS
+// (none for a consumer without a keyed source).
+func (o *Ops) partitionDurables(ctx context.Context, name string) []string {
+	s, err := o.JS.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	names := s.ConsumerNames(ctx)
+	for n := range names.Name() {
+		if owner, p := stream.ConsumerOfDurable(n); owner == name && p >= 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // pauseUsable checks the consumer is configured and the server can pause
@@ -103,4 +131,89 @@ func atLeast(v string, major, minor int) bool {
 		return false
 	}
 	return ma > major || (ma == major && mi >= minor)
+}
+
+// DeleteResult is what [Ops.DeleteDurable] removed, as it was.
+type DeleteResult struct {
+	Name string `json:"name"`
+	// Deleted are the durables deleted: name itself, or the consumer's
+	// own durable and its partition durables.
+	Deleted []string `json:"deleted"`
+	// AckFloorSeq is the lowest HOOKS sequence they had acked up to;
+	// Pending and AckPending what they had not received or acked yet.
+	AckFloorSeq uint64 `json:"ack_floor_seq"`
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+}
+
+// DeleteDurable deletes the durables on HOOKS of a consumer that is not
+// configured: name's own and its partition durables, or the one partition
+// durable name is. Such orphans (status lists them) keep every message
+// they have not acked in HOOKS for good. It refuses a configured
+// consumer's durables (serve would make them again, from the stream's
+// first message), a consumer that is not durable (a replay's goes by
+// itself), and durables a client pulls from (a serve whose configuration
+// names the consumer, say); then nothing is deleted.
+func (o *Ops) DeleteDurable(ctx context.Context, name string) (DeleteResult, error) {
+	if owner, _ := stream.ConsumerOfDurable(name); owner != "" {
+		if _, err := o.Consumer(owner); err == nil {
+			return DeleteResult{}, fmt.Errorf("%s is a durable of configured consumer %s; take the consumer out of the configuration first: %w",
+				name, owner, ErrInvalid)
+		}
+	}
+	if o.JS == nil {
+		return DeleteResult{}, errNoJetStream
+	}
+	targets, err := o.durablesOf(ctx, name)
+	if err != nil {
+		return DeleteResult{}, err
+	}
+	out := DeleteResult{Name: name, Deleted: []string{}}
+	for i, ci := range targets {
+		if i == 0 || ci.AckFloor.Stream < out.AckFloorSeq {
+			out.AckFloorSeq = ci.AckFloor.Stream
+		}
+		out.Pending += ci.NumPending
+		out.AckPending += ci.NumAckPending
+	}
+	for _, ci := range targets {
+		if err := o.JS.DeleteConsumer(ctx, stream.Hooks, ci.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return out, fmt.Errorf("delete %s: %w", ci.Name, err)
+		}
+		out.Deleted = append(out.Deleted, ci.Name)
+	}
+	return out, nil
+}
+
+// durablesOf are the durables DeleteDurable would delete for name, each
+// checked: durable, and no client pulling from it.
+func (o *Ops) durablesOf(ctx context.Context, name string) ([]*jetstream.ConsumerInfo, error) {
+	s, err := o.JS.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream.Hooks, err)
+	}
+	var out []*jetstream.ConsumerInfo
+	list := s.ListConsumers(ctx)
+	for ci := range list.Info() { // read to the end: the lister waits for its reader
+		owner, p := stream.ConsumerOfDurable(ci.Name)
+		if ci.Name == name || (owner == name && p >= 0) {
+			out = append(out, ci)
+		}
+	}
+	if err := list.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		return nil, fmt.Errorf("list consumers of %s: %w", stream.Hooks, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no consumer %s on %s: %w", name, stream.Hooks, ErrNotFound)
+	}
+	for _, ci := range out {
+		switch {
+		case ci.Config.Durable == "":
+			return nil, fmt.Errorf("%s is not a durable consumer; it goes by itself when unused: %w", ci.Name, ErrInvalid)
+		case ci.NumWaiting > 0:
+			return nil, fmt.Errorf("a client pulls from %s (%d waiting requests): a running serve whose configuration names it? Stop it first: %w",
+				ci.Name, ci.NumWaiting, ErrNotApplied)
+		}
+	}
+	return out, nil
 }

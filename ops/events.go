@@ -39,13 +39,38 @@ type StoredMessage struct {
 	ReceivedAt time.Time `json:"received_at"`
 }
 
-// EventAtConsumer is what one consumer did with an event.
+// EventAtConsumer is what one consumer did with an event. While it is
+// redelivered after failures, Failures counts those that count toward
+// max_deliver, with the last one's error and time.
 type EventAtConsumer struct {
 	Name         string     `json:"name"`
 	State        string     `json:"state"`
 	StreamSeq    uint64     `json:"stream_seq"`
 	ProcessedAt  *time.Time `json:"processed_at"`
 	DeadLetterID *int64     `json:"dead_letter_id"`
+	Failures     int        `json:"failures,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	LastFailedAt *time.Time `json:"last_failed_at,omitempty"`
+}
+
+// LifeDeadLetter is a dead letter of the event, resolved or not.
+type LifeDeadLetter struct {
+	ID         int64      `json:"id"`
+	Consumer   string     `json:"consumer"`
+	StreamSeq  uint64     `json:"stream_seq"`
+	ResolvedAt *time.Time `json:"resolved_at"`
+	Resolution string     `json:"resolution,omitempty"`
+}
+
+// LifeConflict is a conflict recorded for the event's id, resolved or
+// not.
+type LifeConflict struct {
+	ID          int64      `json:"id"`
+	DetectedBy  string     `json:"detected_by"`
+	RejectedSeq uint64     `json:"rejected_seq,omitempty"`
+	DetectedAt  time.Time  `json:"detected_at"`
+	ResolvedAt  *time.Time `json:"resolved_at"`
+	Resolution  string     `json:"resolution,omitempty"`
 }
 
 // EventOutbox is one outbox row an apply of the event wrote.
@@ -58,21 +83,25 @@ type EventOutbox struct {
 }
 
 // EventLife is the whole life of one event: stored in HOOKS, its outcome
-// at each consumer, the outbox rows its applies wrote and whether the
-// relay published them.
+// at each consumer, its dead letters and conflicts (resolved ones too:
+// they are its history), the outbox rows its applies wrote and whether
+// the relay published them.
 type EventLife struct {
-	Source    string            `json:"source"`
-	EventID   string            `json:"event_id"`
-	Stored    *StoredMessage    `json:"stored"`
-	Consumers []EventAtConsumer `json:"consumers"`
-	Outbox    []EventOutbox     `json:"outbox"`
+	Source      string            `json:"source"`
+	EventID     string            `json:"event_id"`
+	Stored      *StoredMessage    `json:"stored"`
+	Consumers   []EventAtConsumer `json:"consumers"`
+	DeadLetters []LifeDeadLetter  `json:"dead_letters"`
+	Conflicts   []LifeConflict    `json:"conflicts"`
+	Outbox      []EventOutbox     `json:"outbox"`
 }
 
 // EventLife follows one event through the deployment. The outbox rows are
 // found by the id convention of [publisher.DerivedID]. It answers
 // [ErrNotFound] when neither HOOKS nor any table knows the event.
 func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife, error) {
-	life := EventLife{Source: source, EventID: eventID, Consumers: []EventAtConsumer{}, Outbox: []EventOutbox{}}
+	life := EventLife{Source: source, EventID: eventID, Consumers: []EventAtConsumer{}, DeadLetters: []LifeDeadLetter{},
+		Conflicts: []LifeConflict{}, Outbox: []EventOutbox{}}
 	names := o.consumerNames()
 	inbox, err := store.InboxForEvent(ctx, o.Pool, names, source, eventID)
 	if err != nil {
@@ -114,6 +143,14 @@ func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife,
 		if ok {
 			life.Consumers = append(life.Consumers, at)
 		}
+	}
+	for _, d := range dead {
+		life.DeadLetters = append(life.DeadLetters, LifeDeadLetter{ID: d.ID, Consumer: d.Consumer, StreamSeq: d.StreamSeq,
+			ResolvedAt: utcPtr(d.ResolvedAt), Resolution: d.Resolution})
+	}
+	for _, x := range conflicts {
+		life.Conflicts = append(life.Conflicts, LifeConflict{ID: x.ID, DetectedBy: x.DetectedBy, RejectedSeq: uint64(x.RejectedSeq),
+			DetectedAt: x.DetectedAt.UTC(), ResolvedAt: utcPtr(x.ResolvedAt), Resolution: x.Resolution})
 	}
 	for _, a := range inbox {
 		row, err := store.OutboxByEventID(ctx, o.Pool, publisher.DerivedID(a.Consumer, source, eventID))
@@ -160,6 +197,8 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 	for _, f := range failing {
 		if f.Consumer == c.Name {
 			at.State, at.StreamSeq = EventRedelivered, f.StreamSeq
+			failed := f.UpdatedAt.UTC()
+			at.Failures, at.LastError, at.LastFailedAt = f.Failures, f.LastError, &failed
 			return at, true
 		}
 	}
@@ -272,6 +311,15 @@ func (o *Ops) scanRecent(ctx context.Context, s jetstream.Stream, source, eventI
 			return nil, "", nil
 		}
 	}
+}
+
+// utcPtr is t in UTC, nil when t is.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func storedMessage(seq uint64, subject, receivedHeader string, stored time.Time) *StoredMessage {

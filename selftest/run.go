@@ -84,6 +84,15 @@ type Report struct {
 	RunID  string  `json:"run_id"`
 	OK     bool    `json:"ok"`
 	Checks []Check `json:"checks"`
+	// Resolved counts the rows the run made on purpose and resolved at its
+	// end (see [Run]).
+	Resolved Resolved `json:"resolved"`
+}
+
+// Resolved counts the dead letters and conflicts a run resolved.
+type Resolved struct {
+	DeadLetters int64 `json:"dead_letters"`
+	Conflicts   int64 `json:"conflicts"`
 }
 
 // Failed counts the checks that did not hold.
@@ -123,9 +132,14 @@ type run struct {
 
 // Run runs the eight checks of the acceptance protocol, in order, against
 // t, and reports each with its counters. The rows it makes are kept under
-// the run id (see [Cleanup]). An error means the run could not be made at
-// all (Postgres or JetStream unreachable, the self-test not enabled); a
-// check that does not hold is in the report.
+// the run id (see [Cleanup]). The dead letter and the conflict the
+// protocol makes on purpose (checks 6 and 3) are resolved at the end, so
+// that they do not count among the operator's unresolved ones in status,
+// the console, the metrics and the alerts; any other dead letter or
+// conflict of the run is left unresolved for the operator to see. An
+// error means the run could not be made at all (Postgres or JetStream
+// unreachable, the self-test not enabled); a check that does not hold is
+// in the report.
 func Run(ctx context.Context, t Target, o RunOptions) (Report, error) {
 	r := &run{t: t, id: o.RunID, timeout: o.Timeout}
 	if r.id == "" {
@@ -160,8 +174,32 @@ func Run(ctx context.Context, t Target, o RunOptions) (Report, error) {
 		r.report.Checks = append(r.report.Checks, c)
 	}
 	r.report.OK = r.report.Failed() == 0
+	if err := r.resolveExpected(ctx); err != nil {
+		return r.report, err
+	}
 	return r.report, ctx.Err()
 }
+
+// resolveExpected resolves the dead letter of check 6's event and the
+// conflict of check 3's (its id came back with another body).
+func (r *run) resolveExpected(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx) // an interrupted run still resolves what it made
+	note := fmt.Sprintf("made on purpose by check %s of self-test run %s", CheckBetween, r.id)
+	n, err := store.ResolveDeadLettersOfEvent(ctx, r.t.Pool, Consumer, Source, r.eventID(6), ResolutionSelftest, note)
+	if err != nil {
+		return fmt.Errorf("selftest: resolve the dead letter of %s: %w", r.eventID(6), err)
+	}
+	r.report.Resolved.DeadLetters = n
+	resolution := fmt.Sprintf("%s: made on purpose by check %s of run %s", ResolutionSelftest, CheckConflict, r.id)
+	if n, err = store.ResolveConflictsOfEvent(ctx, r.t.Pool, Source, r.eventID(1), resolution); err != nil {
+		return fmt.Errorf("selftest: resolve the conflict of %s: %w", r.eventID(1), err)
+	}
+	r.report.Resolved.Conflicts = n
+	return nil
+}
+
+// ResolutionSelftest is the resolution of the rows a run made on purpose.
+const ResolutionSelftest = "selftest"
 
 func (r *run) eventID(n int) string { return fmt.Sprintf("%s-%d", r.id, n) }
 
@@ -577,6 +615,9 @@ func (r Report) WriteText(w io.Writer) error {
 		for _, p := range c.Problems {
 			fmt.Fprintf(&b, "    %s\n", p)
 		}
+	}
+	if n := r.Resolved; n.DeadLetters+n.Conflicts > 0 {
+		fmt.Fprintf(&b, "resolved what the run made on purpose: %d dead letter(s), %d conflict(s)\n", n.DeadLetters, n.Conflicts)
 	}
 	if r.OK {
 		fmt.Fprintf(&b, "all %d checks hold (run %s)\n", len(r.Checks), r.RunID)

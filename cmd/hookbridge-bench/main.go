@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/hookbridge/hookbridge/cli"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
+	"github.com/hookbridge/hookbridge/consumer"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -51,11 +53,7 @@ type runtime struct {
 // failed, 2 bad command line), as `hookbridge bench` did.
 func run(args []string) int {
 	var c command
-	parser, err := kong.New(&c,
-		kong.Name("hookbridge-bench"),
-		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
-		kong.UsageOnError(),
-		kong.Exit(func(code int) { os.Exit(code) }))
+	parser, err := newParser(&c, kong.Exit(func(code int) { os.Exit(code) }))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -66,12 +64,27 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	rt := &runtime{handlers: builtin.Handlers(), stdout: os.Stdout, stderr: os.Stderr, env: os.LookupEnv}
+	rt := &runtime{handlers: builtin.Handlers(), stdout: os.Stdout, stderr: os.Stderr, env: cli.LookupEnv}
 	if err := c.BenchCmd.Run(ctx, &c.Globals, rt); err != nil {
 		fmt.Fprintln(os.Stderr, "hookbridge-bench:", err)
 		return 1
 	}
 	return 0
+}
+
+// newParser is the command line's parser for c. The help states
+// hookbridge's defaults from the constants serve uses, so that it cannot
+// drift from them.
+func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
+	return kong.New(c, append([]kong.Option{
+		kong.Name("hookbridge-bench"),
+		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
+		kong.UsageOnError(),
+		kong.Vars{
+			"default_batch_size":  strconv.Itoa(consumer.DefaultBatchSize),
+			"default_concurrency": strconv.Itoa(consumer.DefaultConcurrency),
+		},
+	}, options...)...)
 }
 
 // BenchCmd drives load at hookbridge and measures it; see
@@ -91,9 +104,9 @@ type BenchCmd struct {
 	PaidEvery   int           `name:"paid-every" help:"Make every N-th event an order.paid of an order already created and answered (5: 800 order.created and 200 order.paid per 1,000 events). 0: order.created only."`
 	Poll        time.Duration `help:"Inbox poll interval for the end-to-end latency." default:"2ms"`
 
-	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, 1)."`
+	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, ${default_batch_size})."`
 	BatchWait           time.Duration `name:"batch-wait" help:"In-process consumer batch wait (0: hookbridge's default)."`
-	ConsumerConcurrency int           `name:"consumer-concurrency" help:"In-process consumer concurrency (0: hookbridge's default, 4)."`
+	ConsumerConcurrency int           `name:"consumer-concurrency" help:"In-process consumer concurrency (0: hookbridge's default, ${default_concurrency})."`
 	Roles               []string      `help:"In-process roles for pipeline mode." default:"all" enum:"ingress,consumer,relay,all"`
 	ServerLogLevel      string        `name:"server-log-level" help:"Log level of the in-process hookbridge (its logs go to stderr)." default:"warn" enum:"debug,info,warn,error"`
 

@@ -24,9 +24,9 @@ type ConsumerState struct {
 	// consumer has not acked (applied or dead-lettered) yet, 0 when there
 	// is none. It is read as the stream's next message after the
 	// consumer's ack floor, so for a consumer filtering on some subjects it
-	// is an upper bound. JetStream deletes messages older than
-	// streams.max_age whether acked or not: alert well before this reaches
-	// that.
+	// is an upper bound. HOOKS keeps every message the consumer has not
+	// acked, so a consumer far behind fills it: alert well before
+	// streams.max_bytes is reached.
 	OldestUnacked time.Duration
 }
 
@@ -41,7 +41,7 @@ var (
 	descConsumerRedelivered = prometheus.NewDesc(Namespace+"_consumer_redelivered_messages",
 		"Unacked messages delivered more than once (JetStream num_redelivered).", []string{"consumer"}, nil)
 	descConsumerOldest = prometheus.NewDesc(Namespace+"_consumer_oldest_unacked_age_seconds",
-		"Age of the oldest HOOKS message the consumer has not acked yet (0 when none); messages older than streams.max_age are deleted even if unapplied.", []string{"consumer"}, nil)
+		"Age of the oldest HOOKS message the consumer has not acked yet (0 when none); HOOKS keeps it, and every later one, until the consumer has applied it.", []string{"consumer"}, nil)
 	descConsumerUp = prometheus.NewDesc(Namespace+"_consumer_info_up",
 		"1 if the consumer's JetStream info could be read at this scrape, else 0.", []string{"consumer"}, nil)
 )

@@ -33,6 +33,7 @@ type Registry struct {
 	ingressRequests *prometheus.CounterVec
 	verifyFailures  *prometheus.CounterVec
 	ingressPublish  *prometheus.HistogramVec
+	ingressUnkeyed  *prometheus.CounterVec
 
 	consumerEvents *prometheus.CounterVec
 	applySeconds   *prometheus.HistogramVec
@@ -45,6 +46,7 @@ type Registry struct {
 	streamMaxBytes *prometheus.GaugeVec
 	streamFull     *prometheus.GaugeVec
 	hooksTrimmed   prometheus.Counter
+	orphans        *prometheus.GaugeVec
 }
 
 // latencyBuckets span a fast local publish or commit (≈1 ms) to a
@@ -73,6 +75,10 @@ func New() *Registry {
 		Help:    "Time from the ingress's publish to HOOKS until JetStream's PubAck, every retry included, by result (stored, duplicate, error).",
 		Buckets: latencyBuckets,
 	}, []string{"result"})
+	r.ingressUnkeyed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "ingress", Name: "unkeyed_total",
+		Help: "Accepted deliveries of a source with an ordering key that carried no key, published without order, by source. A steady count usually means a wrong ordering_key pointer or header.",
+	}, []string{"source"})
 	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "events_total",
 		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, failed (rolled back, will be retried or dead-lettered), dead_lettered.",
@@ -111,14 +117,18 @@ func New() *Registry {
 	}, []string{"stream"})
 	r.hooksTrimmed = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "stream", Name: "hooks_trimmed_messages_total",
-		Help: "HOOKS messages purged to make room, all below the ack floor of every consumer (applied or dead-lettered by all).",
+		Help: "HOOKS messages purged, to make room or older than streams.max_age, all of them applied, dead-lettered or never to be received by every consumer.",
 	})
+	r.orphans = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "stream", Name: "hooks_orphaned_durables",
+		Help: "1 for each durable on HOOKS that no configured consumer owns, as of the last storage check: it keeps every message it has not acked in HOOKS (hookbridge consumers delete NAME).",
+	}, []string{"durable"})
 
 	r.reg.MustRegister(
-		r.ingressRequests, r.verifyFailures, r.ingressPublish,
+		r.ingressRequests, r.verifyFailures, r.ingressPublish, r.ingressUnkeyed,
 		r.consumerEvents, r.applySeconds, r.batchSize,
 		r.relayPublish, r.relayRows,
-		r.streamBytes, r.streamMaxBytes, r.streamFull, r.hooksTrimmed,
+		r.streamBytes, r.streamMaxBytes, r.streamFull, r.hooksTrimmed, r.orphans,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
@@ -152,6 +162,12 @@ func (r *Registry) IngressRequest(source string, status int, verifyReason string
 	if verifyReason != "" {
 		r.verifyFailures.WithLabelValues(source, verifyReason).Inc()
 	}
+}
+
+// IngressUnkeyed counts one accepted delivery that its source's ordering
+// key did not name.
+func (r *Registry) IngressUnkeyed(source string) {
+	r.ingressUnkeyed.WithLabelValues(source).Inc()
 }
 
 // IngressPublish records one publish to HOOKS, with all its attempts,
@@ -202,5 +218,14 @@ func (r *Registry) StreamState(stream string, bytes uint64, maxBytes int64, full
 	r.streamFull.WithLabelValues(stream).Set(v)
 }
 
-// HooksTrimmed counts HOOKS messages purged to make room.
+// HooksTrimmed counts HOOKS messages purged.
 func (r *Registry) HooksTrimmed(n uint64) { r.hooksTrimmed.Add(float64(n)) }
+
+// OrphanedDurables records the durables on HOOKS no configured consumer
+// owns; a durable not named any more has no series.
+func (r *Registry) OrphanedDurables(names []string) {
+	r.orphans.Reset()
+	for _, n := range names {
+		r.orphans.WithLabelValues(n).Set(1)
+	}
+}

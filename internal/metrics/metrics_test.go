@@ -86,7 +86,7 @@ func TestScrapeTimeCollectors(t *testing.T) {
 # TYPE hookbridge_consumer_info_up gauge
 hookbridge_consumer_info_up{consumer="orders"} 1
 hookbridge_consumer_info_up{consumer="stuck"} 0
-# HELP hookbridge_consumer_oldest_unacked_age_seconds Age of the oldest HOOKS message the consumer has not acked yet (0 when none); messages older than streams.max_age are deleted even if unapplied.
+# HELP hookbridge_consumer_oldest_unacked_age_seconds Age of the oldest HOOKS message the consumer has not acked yet (0 when none); HOOKS keeps it, and every later one, until the consumer has applied it.
 # TYPE hookbridge_consumer_oldest_unacked_age_seconds gauge
 hookbridge_consumer_oldest_unacked_age_seconds{consumer="orders"} 90
 # HELP hookbridge_consumer_pending_messages Messages in HOOKS that match the consumer and were not delivered yet (JetStream num_pending).

@@ -23,7 +23,11 @@ var (
 	sqlDeadLettersPage       = load("dead_letters_page.sql")
 	sqlDeadLetterDiscard     = load("dead_letter_discard.sql")
 	sqlDeadLettersForEvent   = load("dead_letters_for_event.sql")
+	sqlDeadLetterPassed      = load("dead_letter_passed.sql")
+	sqlDeadLettersUnpassed   = load("dead_letters_unpassed.sql")
 	sqlFailuresForEvent      = load("failures_for_event.sql")
+	sqlFailuresList          = load("failures_list.sql")
+	sqlFailuresByConsumer    = load("failures_by_consumer.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -44,6 +48,13 @@ type DeadLetter struct {
 	Resolution string     `json:"resolution,omitempty"`
 	// ResolutionNote is the reason an operator gave when discarding.
 	ResolutionNote string `json:"resolution_note,omitempty"`
+	// OrderingKey is the event's ordering key ("" for an unkeyed event).
+	OrderingKey string `json:"ordering_key,omitempty"`
+	// PassedAt is when a later event of the same key was applied (nil:
+	// none yet); PassedByEvent and PassedBySeq name the first one.
+	PassedAt      *time.Time `json:"passed_at,omitempty"`
+	PassedByEvent string     `json:"passed_by_event,omitempty"`
+	PassedBySeq   uint64     `json:"passed_by_seq,omitempty"`
 }
 
 // InsertDeadLetter inserts d (LastError as given) and deletes the
@@ -58,7 +69,37 @@ func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
 	}
 	_, err := q.Exec(ctx, sqlDeadLetterInsert,
 		d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
-		d.Reason, d.LastError, body)
+		d.Reason, d.LastError, body, d.OrderingKey)
+	return err
+}
+
+// KeyedDeadLetter is an unresolved dead letter of a keyed event.
+type KeyedDeadLetter struct {
+	MessageKey
+	OrderingKey string
+}
+
+// UnpassedDeadLetters are consumer's unresolved dead letters of keyed
+// events that no later event of their key has passed yet.
+func UnpassedDeadLetters(ctx context.Context, q Querier, consumer string) ([]KeyedDeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLettersUnpassed, consumer)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (KeyedDeadLetter, error) {
+		var d KeyedDeadLetter
+		var seq int64
+		err := row.Scan(&d.Source, &d.EventID, &seq, &d.OrderingKey)
+		d.StreamSeq = uint64(seq)
+		return d, err
+	})
+}
+
+// MarkDeadLetterPassed records on the dead letter of message k that the
+// later event laterID (stream sequence laterSeq) of its ordering key was
+// applied; only the first such event is kept.
+func MarkDeadLetterPassed(ctx context.Context, q Querier, consumer string, k MessageKey, laterID string, laterSeq uint64) error {
+	_, err := q.Exec(ctx, sqlDeadLetterPassed, consumer, k.Source, k.EventID, int64(k.StreamSeq), laterID, int64(laterSeq))
 	return err
 }
 
@@ -106,10 +147,11 @@ func GetDeadLetter(ctx context.Context, q Querier, id int64) (DeadLetter, error)
 
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	var d DeadLetter
-	var seq int64
+	var seq, passedSeq int64
 	err := row.Scan(&d.ID, &d.Consumer, &d.Source, &d.EventID, &d.EventType, &d.Subject, &seq, &d.Deliveries,
-		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution, &d.ResolutionNote)
-	d.StreamSeq = uint64(seq)
+		&d.Reason, &d.LastError, &d.Body, &d.DeadAt, &d.ResolvedAt, &d.Resolution, &d.ResolutionNote,
+		&d.OrderingKey, &d.PassedAt, &d.PassedByEvent, &passedSeq)
+	d.StreamSeq, d.PassedBySeq = uint64(seq), uint64(passedSeq)
 	if len(d.Body) == 0 {
 		d.Body = nil
 	}
@@ -272,6 +314,8 @@ type EventFailure struct {
 	Consumer  string
 	StreamSeq uint64
 	Failures  int
+	LastError string
+	UpdatedAt time.Time // of the last failure
 }
 
 // FailuresForEvent returns the failure counters of one event for any of
@@ -284,8 +328,55 @@ func FailuresForEvent(ctx context.Context, q Querier, consumers []string, source
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventFailure, error) {
 		var f EventFailure
 		var seq int64
-		err := row.Scan(&f.Consumer, &seq, &f.Failures)
+		err := row.Scan(&f.Consumer, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
 		f.StreamSeq = uint64(seq)
 		return f, err
 	})
+}
+
+// Failure is the failure counter of one message failing right now: the
+// consumer retries it after its backoff, and dead-letters it when the
+// count reaches max_deliver.
+type Failure struct {
+	Consumer  string    `json:"consumer"`
+	Source    string    `json:"source"`
+	EventID   string    `json:"event_id"`
+	StreamSeq uint64    `json:"stream_seq"`
+	Failures  int       `json:"failures"`
+	LastError string    `json:"last_error"`
+	UpdatedAt time.Time `json:"last_failed_at"`
+}
+
+// ListFailures returns up to limit messages failing right now, the most
+// recent failure first.
+func ListFailures(ctx context.Context, q Querier, limit int) ([]Failure, error) {
+	rows, err := q.Query(ctx, sqlFailuresList, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Failure, error) {
+		var f Failure
+		var seq int64
+		err := row.Scan(&f.Consumer, &f.Source, &f.EventID, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
+		f.StreamSeq = uint64(seq)
+		return f, err
+	})
+}
+
+// FailingByConsumer counts the messages failing right now per consumer.
+func FailingByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sqlFailuresByConsumer)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	var name string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
+		out[name] = n
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

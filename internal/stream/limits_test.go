@@ -89,26 +89,9 @@ func TestFullStreamsRefuseNewMessages(t *testing.T) {
 // publish ("insufficient resources") and keeps what it has.
 func TestFullStoreRefusesNewMessages(t *testing.T) {
 	t.Parallel()
-	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true,
-		JetStreamMaxStore: 256 << 10, JetStreamMaxMemory: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	nc, err := nats.Connect("", nats.InProcessServer(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := stream.Ensure(context.Background(), js, stream.HooksConfig(stream.Options{}))
+	js := smallStoreServer(t, 256<<10)
+	// No byte bound of the stream's own: the server's store is what fills.
+	s, err := stream.Ensure(context.Background(), js, stream.HooksConfig(stream.Options{MaxBytes: -1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +168,148 @@ func TestEnsureSwitchesExistingStreamsToDiscardNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// smallStoreServer starts a server whose JetStream store holds maxStore
+// bytes and returns a client of it.
+func smallStoreServer(t *testing.T, maxStore int64) jetstream.JetStream {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true, NoSigs: true, NoLog: true,
+		JetStreamMaxStore: maxStore, JetStreamMaxMemory: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// TestDefaultHooksBoundFitsTheServer: a byte limit is reserved in the
+// server's store, and a server with less storage than the default bound
+// refuses it. When the store's size is not known the default is halved
+// until the server takes it; a bound the operator chose is not changed.
+func TestDefaultHooksBoundFitsTheServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	js := smallStoreServer(t, 256<<20)
+	if _, _, err := stream.EnsureHooks(ctx, js, stream.Options{MaxBytes: 1 << 30}); err == nil {
+		t.Fatal("a chosen bound of 1 GiB on a 256 MiB store: accepted, want the server's refusal")
+	}
+	_, bound, err := stream.EnsureHooks(ctx, js, stream.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := stream.FallbackHooksMaxBytes >> 6; bound != want { // 10 GiB halved six times: 160 MiB
+		t.Fatalf("default bound on a 256 MiB store: %d, want %d", bound, want)
+	}
+	s, err := js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.MaxBytes; got != bound {
+		t.Fatalf("HOOKS max bytes %d, want %d", got, bound)
+	}
+	// A store too small even for the smallest default: no bound of its
+	// own, the store's refusals bound it.
+	if _, bound, err := stream.EnsureHooks(ctx, smallStoreServer(t, 1<<20), stream.Options{}); err != nil || bound != -1 {
+		t.Fatalf("default bound on a 1 MiB store: %d, %v; want -1 (none)", bound, err)
+	}
+}
+
+// TestHooksUpgradeInPlaceKeepsMessages updates a HOOKS created with the
+// old limits (a 3-day JetStream max age, no byte limit) to the new ones
+// (no max age, a byte bound) on the embedded server and, when
+// HOOKBRIDGE_COMPAT_NATS_URL names one, on an older external server. The
+// update must be accepted and keep every message, also when the stream
+// holds more than the new bound: nats-server 2.9 deletes the oldest
+// messages to fit a lowered limit, so the limit is lowered only where the
+// messages fit under it.
+func TestHooksUpgradeInPlaceKeepsMessages(t *testing.T) {
+	t.Parallel()
+	for name, connect := range compatServers() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			js := connect(t)
+			ctx := context.Background()
+			for _, c := range []struct {
+				stored    int
+				wantLimit int64
+			}{
+				{stored: 60, wantLimit: -1},       // 60 KiB do not fit 32 KiB: the old limit stays
+				{stored: 10, wantLimit: 32 << 10}, // 10 KiB fit: lowered
+			} {
+				cfg := stream.HooksConfig(stream.Options{MaxBytes: 32 << 10})
+				tag := "hbtest_" + randomHex(t)
+				cfg.Name, cfg.Subjects = strings.ToUpper(tag), []string{tag + ".>"}
+				old := cfg
+				old.MaxAge, old.MaxBytes = stream.DefaultHooksMaxAge, -1
+				if _, err := js.CreateStream(ctx, old); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+				body := []byte(strings.Repeat("x", 1024))
+				for i := range c.stored {
+					if _, err := js.Publish(ctx, tag+".x", body, jetstream.WithMsgID(fmt.Sprint("id-", i))); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s, err := stream.EnsureKeepingMessages(ctx, js, cfg)
+				if err != nil {
+					t.Fatalf("update to the new limits: %v", err)
+				}
+				info, err := s.Info(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if info.State.Msgs != uint64(c.stored) || info.State.FirstSeq != 1 {
+					t.Fatalf("%d stored: after the update %d messages from seq %d; want all %d from 1",
+						c.stored, info.State.Msgs, info.State.FirstSeq, c.stored)
+				}
+				if info.Config.MaxAge != 0 || info.Config.MaxBytes != c.wantLimit || info.Config.Discard != jetstream.DiscardNew {
+					t.Fatalf("%d stored: max age %v, max bytes %d, discard %v; want none, %d, new",
+						c.stored, info.Config.MaxAge, info.Config.MaxBytes, info.Config.Discard, c.wantLimit)
+				}
+			}
+		})
+	}
+}
+
+// compatServers are the servers an upgrade test runs on: the embedded
+// one, and the external one HOOKBRIDGE_COMPAT_NATS_URL names (nats-server
+// 2.9 on the CI machine), which is shared: tests there use streams of
+// their own names.
+func compatServers() map[string]func(t *testing.T) jetstream.JetStream {
+	servers := map[string]func(t *testing.T) jetstream.JetStream{
+		"embedded": func(t *testing.T) jetstream.JetStream { return hookbridgetest.NATS(t).JS },
+	}
+	if url := os.Getenv("HOOKBRIDGE_COMPAT_NATS_URL"); url != "" {
+		servers["external"] = func(t *testing.T) jetstream.JetStream {
+			nc, err := nats.Connect(url)
+			if err != nil {
+				t.Fatalf("external NATS at %s: %v", url, err)
+			}
+			t.Cleanup(nc.Close)
+			t.Logf("external NATS server %s", nc.ConnectedServerVersion())
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return js
+		}
+	}
+	return servers
 }
 
 // errCodeInsufficientResources is nats-server's JSInsufficientResourcesErr.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 
 // Stream names and subject roots.
 const (
-	// Hooks holds verified incoming webhooks, subjects "hooks.<source>.<type>".
+	// Hooks holds verified incoming webhooks, subjects "hooks.<source>.<type>"
+	// and, for sources with an ordering key, "hookp.<partition>.<source>.<type>"
+	// (partition.go).
 	Hooks = "HOOKS"
 	// HooksRoot is the first subject token of [Hooks].
 	HooksRoot = "hooks"
@@ -66,13 +69,27 @@ const (
 	// inbox answers it as a duplicate or a conflict, so a shorter window
 	// costs only a stored duplicate, never a second effect.
 	DefaultDuplicateWindow = 2 * time.Minute
-	// DefaultHooksMaxAge is how long HOOKS keeps a message: how far back a
-	// replay reaches, and the longest a consumer may be down before
-	// unapplied messages are deleted (docs/DESIGN.md, "Stream limits").
-	// Three days cover a weekend and the providers' own redelivery windows
-	// (GitHub 3 days, Stripe's automatic retries 3 days, Shopify 48 h); at
-	// about 530 bytes per message that is ~137 GB per 1,000 events/s.
+	// DefaultHooksMaxAge is how long HOOKS keeps a message every consumer
+	// has applied: how far back a replay reaches. A message some consumer
+	// has not applied stays, however old (docs/DESIGN.md, "Stream
+	// limits"). Three days cover a weekend and the providers' own
+	// redelivery windows (GitHub 3 days, Stripe's automatic retries 3
+	// days, Shopify 48 h); at about 530 bytes per message that is ~137 GB
+	// per 1,000 events/s, unless the byte bound trims applied messages
+	// sooner.
 	DefaultHooksMaxAge = 72 * time.Hour
+	// HooksStoreShare is the share of the JetStream store HOOKS's default
+	// byte bound takes. The other half is for EVENTS and HOOKS_CONFLICTS
+	// and for the store's own room to work (block compaction, snapshots
+	// for a replica catching up): HOOKS then fills up, and answers 503
+	// with its own reason, before the server's store does, which would
+	// refuse every stream at once, EVENTS included.
+	HooksStoreShare = 0.5
+	// FallbackHooksMaxBytes is HOOKS's default byte bound when the
+	// store's size is not known (an external server that sets no account
+	// limit): 10 GiB, some 20 million messages of ~530 bytes, two days of
+	// backlog at 100 events/s.
+	FallbackHooksMaxBytes int64 = 10 << 30
 )
 
 // MsgID is the JetStream de-duplication id of a webhook: the event id
@@ -148,8 +165,26 @@ func ValidEventID(s string) bool {
 type Options struct {
 	Replicas        int           // 0 = 1
 	DuplicateWindow time.Duration // 0 = DefaultDuplicateWindow
-	MaxAge          time.Duration // 0 = DefaultHooksMaxAge; replays reach back this far
-	MaxBytes        int64         // 0 = unlimited
+	// MaxAge (0 = DefaultHooksMaxAge) is HOOKS's horizon for applied
+	// messages, which the storage guard enforces (see [HooksConfig]);
+	// EVENTS and HOOKS_CONFLICTS delete messages older than it.
+	MaxAge time.Duration
+	// MaxBytes bounds HOOKS and EVENTS: 0 gives HOOKS [Options.HooksMaxBytes]'s
+	// default and leaves EVENTS unlimited; negative is unlimited.
+	MaxBytes int64
+	// StoreMax is the JetStream storage the server gives this account
+	// (0: not known); HOOKS's default byte bound is a share of it.
+	StoreMax int64
+	// Partitions is recorded on a HOOKS stream that records none yet
+	// (0 = DefaultPartitions); see [CheckPartitions].
+	Partitions int
+}
+
+func (o Options) partitions() int {
+	if o.Partitions <= 0 {
+		return DefaultPartitions
+	}
+	return o.Partitions
 }
 
 func (o Options) replicas() int {
@@ -180,6 +215,24 @@ func (o Options) maxBytes() int64 {
 	return o.MaxBytes
 }
 
+// HooksMaxAge is how long HOOKS keeps a message every consumer has
+// applied (the replay horizon).
+func (o Options) HooksMaxAge() time.Duration { return o.maxAge() }
+
+// HooksMaxBytes is HOOKS's byte bound (-1: none): MaxBytes when set,
+// else [HooksStoreShare] of StoreMax, else [FallbackHooksMaxBytes].
+func (o Options) HooksMaxBytes() int64 {
+	switch {
+	case o.MaxBytes < 0:
+		return -1
+	case o.MaxBytes > 0:
+		return o.MaxBytes
+	case o.StoreMax > 0:
+		return int64(HooksStoreShare * float64(o.StoreMax))
+	}
+	return FallbackHooksMaxBytes
+}
+
 // HooksConfig is the configuration of the [Hooks] stream. Retention is
 // limits-based (age/size), never work-queue: replays re-read the stream.
 //
@@ -188,20 +241,22 @@ func (o Options) maxBytes() int64 {
 // HOOKS was answered 202, so deleting it would lose an accepted webhook
 // without a trace. A refused publish is answered 503 with Retry-After and
 // the sender retries; the message is then stored once there is room.
-// max_age is the one limit that still removes unapplied messages (see
-// docs/DESIGN.md, "Stream limits").
+// For the same reason HOOKS has no JetStream max age, which deletes
+// messages by age whether applied or not: serve's storage guard deletes
+// the messages older than [Options.HooksMaxAge] that every consumer has
+// applied (see docs/DESIGN.md, "Stream limits").
 func HooksConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Hooks,
 		Description: "verified incoming webhooks",
-		Subjects:    []string{HooksRoot + ".>"},
+		Subjects:    []string{HooksRoot + ".>", HooksKeyedRoot + ".>"},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
-		MaxAge:      o.maxAge(),
-		MaxBytes:    o.maxBytes(),
+		MaxBytes:    o.HooksMaxBytes(),
 		Replicas:    o.replicas(),
+		Metadata:    map[string]string{MetadataPartitions: strconv.Itoa(o.partitions())},
 		// No direct gets: the ingress reads a duplicate's original right
 		// after the PubAck, and a direct get may be answered by a replica
 		// that has not stored it yet. Reads go through the leader.
@@ -247,8 +302,16 @@ func EventsConfig(o Options) jetstream.StreamConfig {
 	}
 }
 
-// Ensure creates the stream or updates it to cfg.
+// Ensure creates the stream or updates it to cfg. A HOOKS stream keeps
+// the number of partitions it records ([CheckPartitions]): a different
+// one in cfg is refused.
 func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	if v, ok := cfg.Metadata[MetadataPartitions]; ok && cfg.Name == Hooks {
+		n, _ := strconv.Atoi(v)
+		if err := CheckPartitions(ctx, js, n); err != nil {
+			return nil, err
+		}
+	}
 	s, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream %s: %w", cfg.Name, err)
@@ -258,7 +321,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 
 // EnsureIngress creates the streams the ingress publishes to.
 func EnsureIngress(ctx context.Context, js jetstream.JetStream, o Options) error {
-	_, err1 := Ensure(ctx, js, HooksConfig(o))
+	_, _, err1 := EnsureHooks(ctx, js, o)
 	_, err2 := Ensure(ctx, js, ConflictsConfig(o))
 	return errors.Join(err1, err2)
 }

@@ -57,8 +57,16 @@ func TestSubjectSafety(t *testing.T) {
 func TestStreamConfigs(t *testing.T) {
 	t.Parallel()
 	h := HooksConfig(Options{})
-	if h.Duplicates != DefaultDuplicateWindow || h.MaxAge != DefaultHooksMaxAge || h.Replicas != 1 || h.AllowDirect {
+	if h.Duplicates != DefaultDuplicateWindow || h.Replicas != 1 || h.AllowDirect {
 		t.Fatalf("HOOKS defaults = %+v", h)
+	}
+	// JetStream's max age deletes unapplied messages too; HOOKS's age
+	// horizon is the storage guard's, for applied messages only.
+	if h.MaxAge != 0 || h.MaxBytes != FallbackHooksMaxBytes {
+		t.Fatalf("HOOKS max age %v, max bytes %d; want none and %d", h.MaxAge, h.MaxBytes, FallbackHooksMaxBytes)
+	}
+	if got := (Options{}).HooksMaxAge(); got != DefaultHooksMaxAge {
+		t.Fatalf("HOOKS age horizon %v, want %v", got, DefaultHooksMaxAge)
 	}
 	if h.Retention.String() != "Limits" {
 		t.Fatalf("HOOKS retention = %v: replays need limits-based retention", h.Retention)
@@ -93,6 +101,55 @@ func TestConsumerOfDurable(t *testing.T) {
 		got, p := ConsumerOfDurable(c.durable)
 		if got != c.consumer || p != c.partition {
 			t.Errorf("ConsumerOfDurable(%q) = %q, %d; want %q, %d", c.durable, got, p, c.consumer, c.partition)
+		}
+	}
+}
+
+func TestHooksMaxBytes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		o    Options
+		want int64
+	}{
+		{Options{}, FallbackHooksMaxBytes},
+		{Options{StoreMax: 100 << 30}, 50 << 30},
+		{Options{MaxBytes: 5 << 20, StoreMax: 100 << 30}, 5 << 20},
+		{Options{MaxBytes: -1, StoreMax: 100 << 30}, -1},
+	} {
+		if got := c.o.HooksMaxBytes(); got != c.want {
+			t.Errorf("%+v: HooksMaxBytes = %d, want %d", c.o, got, c.want)
+		}
+		if got := HooksConfig(c.o).MaxBytes; got != c.want {
+			t.Errorf("%+v: HooksConfig MaxBytes = %d, want %d", c.o, got, c.want)
+		}
+	}
+	// EVENTS stays unlimited unless max_bytes is set.
+	if got := EventsConfig(Options{StoreMax: 100 << 30}).MaxBytes; got != -1 {
+		t.Errorf("EVENTS max bytes %d, want -1", got)
+	}
+}
+
+func TestSafeMaxBytes(t *testing.T) {
+	t.Parallel()
+	info := func(limit int64, bytes uint64) *jetstream.StreamInfo {
+		return &jetstream.StreamInfo{Config: jetstream.StreamConfig{MaxBytes: limit}, State: jetstream.StreamState{Bytes: bytes}}
+	}
+	for _, c := range []struct {
+		name string
+		cur  *jetstream.StreamInfo
+		want int64
+		got  int64
+	}{
+		{"new stream", nil, 1000, 1000},
+		{"unlimited to a bound with room", info(-1, 800), 1000, 1000},
+		{"unlimited to a bound it does not fit well under", info(-1, 901), 1000, -1},
+		{"lowered below what it holds", info(5000, 2000), 1000, 5000},
+		{"raised", info(1000, 1000), 2000, 2000},
+		{"to unlimited", info(1000, 1000), 0, -1},
+		{"unchanged while full", info(1000, 1000), 1000, 1000},
+	} {
+		if got := SafeMaxBytes(c.cur, c.want); got != c.got {
+			t.Errorf("%s: SafeMaxBytes = %d, want %d", c.name, got, c.got)
 		}
 	}
 }

@@ -412,6 +412,9 @@
       }),
       card("Outbox pending", num(ob.pending), { id: "ov-outbox-pending", sub: "oldest " + duration(ob.oldest_pending_age_seconds) }),
       card("Outbox dead", num(ob.dead), { id: "ov-outbox-dead", href: "#/outbox", alert: ob.dead > 0 }),
+      (st.orphaned_durables || []).length ? card("Orphaned durables", num(st.orphaned_durables.length), {
+        id: "ov-orphans", alert: true, sub: "keep HOOKS from being trimmed",
+      }) : null,
     );
 
     refresh($("ov-consumers"), table(null, [
@@ -419,26 +422,38 @@
       { label: "Pending", num: true, cell: (c) => num(c.pending) },
       { label: "Ack pending", num: true, cell: (c) => num(c.ack_pending) },
       { label: "Redelivered", num: true, cell: (c) => num(c.redelivered) },
+      { label: "Retrying", num: true, cell: (c) => num(c.retrying || 0) },
       { label: "Applied", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].acked) },
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
-      { label: "State", cell: (c) => c.paused ? badge("paused", "warn") : badge("running", "ok") },
-      { label: "Action", cell: (c) => !operated(c) ? el("span", { class: "hint", text: "internal" }) : el("button", {
-        type: "button", class: "small secondary", "data-consumer": c.name,
-        "aria-label": (c.paused ? "Resume " : "Pause ") + c.name,
-        text: c.paused ? "Resume" : "Pause",
-        onclick: (ev) => pauseResume(ev.currentTarget, c.name, !c.paused),
-      }) },
+      { label: "State", cell: consumerState },
+      { label: "Action", cell: consumerAction },
     ], st.consumers, "No consumers are configured.", (c) => ({ "data-consumer": c.name })));
+    refresh($("ov-orphans-hint"), (st.orphaned_durables || []).length ? el("p", { class: "hint" },
+      "An orphaned durable belongs to no configured consumer (one taken out of the configuration). HOOKS keeps every message " +
+      "it has not acked, so nothing after it is ever trimmed and the stream fills. Delete it once you are sure no consumer " +
+      "will come back under that name.") : null);
+
+    refresh($("ov-retrying"), table(retryingCaption(st), [
+      { label: "Consumer", cell: (f) => f.consumer },
+      { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
+      { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
+      { label: "Failures", num: true, cell: (f) => num(f.failures) },
+      { label: "Last failed", cell: (f) => time(f.last_failed_at) },
+      { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
+    ], st.retrying, "No event is failing right now.", (f) => ({ "data-event": f.event_id })));
 
     refresh($("ov-streams"), table(null, [
       { label: "Stream", cell: (s) => el("strong", { text: s.name }) },
       { label: "Messages", num: true, cell: (s) => num(s.messages) },
       { label: "Stored", num: true, cell: (s) => rate(rates.streams[s.name] && rates.streams[s.name].stored) },
       { label: "Bytes", num: true, cell: (s) => bytes(s.bytes) + (s.max_bytes > 0 ? " of " + bytes(s.max_bytes) : "") },
-      { label: "Seq range", num: true, cell: (s) => s.messages ? num(s.first_seq) + " – " + num(s.last_seq) : "empty" },
-      { label: "Replay reaches back", cell: (s) => s.max_age_seconds > 0 ? duration(s.max_age_seconds) : "no age limit" },
-    ], st.streams, "No streams."));
+      { label: "Last seq", num: true, cell: (s) => num(s.last_seq) },
+      // What a replay can reach is the oldest message still stored: the
+      // max age is only one of the limits that trim the stream.
+      { label: "Replay reaches back to", cell: (s) => s.messages && s.first_time ? el("span", { class: "reach" }, "seq " + num(s.first_seq) + ", ", time(s.first_time)) : "nothing stored" },
+      { label: "Max age", cell: (s) => s.max_age_seconds > 0 ? duration(s.max_age_seconds) : "no limit" },
+    ], st.streams, "No streams.", (s) => ({ "data-stream": s.name })));
 
     refresh($("ov-outbox"), fields([
       ["Pending", num(ob.pending)],
@@ -447,6 +462,66 @@
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
     refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
+  }
+
+  function consumerState(c) {
+    if (c.orphaned) return badge("orphaned", "bad");
+    return c.paused ? badge("paused", "warn") : badge("running", "ok");
+  }
+
+  // armedDelete is the orphaned durable whose Delete was clicked once: the
+  // second click deletes it. It survives the overview's refreshes.
+  let armedDelete = null;
+
+  function consumerAction(c) {
+    if (c.orphaned) {
+      const armed = armedDelete === c.name;
+      return el("button", {
+        type: "button", class: "small " + (armed ? "danger" : "secondary"), "data-durable": c.name,
+        "aria-label": (armed ? "Confirm: delete durable " : "Delete durable ") + c.name,
+        text: armed ? "Confirm delete" : "Delete",
+        onclick: (ev) => armed ? deleteDurable(ev.currentTarget, c.name) : armDelete(ev.currentTarget, c.name),
+      });
+    }
+    if (!operated(c)) return el("span", { class: "hint", text: "internal" });
+    return el("button", {
+      type: "button", class: "small secondary", "data-consumer": c.name,
+      "aria-label": (c.paused ? "Resume " : "Pause ") + c.name,
+      text: c.paused ? "Resume" : "Pause",
+      onclick: (ev) => pauseResume(ev.currentTarget, c.name, !c.paused),
+    });
+  }
+
+  function armDelete(button, name) {
+    armedDelete = name;
+    button.textContent = "Confirm delete";
+    button.className = "small danger";
+    button.setAttribute("aria-label", "Confirm: delete durable " + name);
+    button.onclick = () => deleteDurable(button, name);
+  }
+
+  async function deleteDurable(button, name) {
+    button.disabled = true;
+    armedDelete = null;
+    try {
+      const r = await post("consumers/" + encodeURIComponent(name) + "/delete", {});
+      flash("Durable " + r.name + " deleted (it had acked up to seq " + num(r.ack_floor_seq) + ").");
+      previous = null;
+      if (current === "overview") drawOverview(await get("status"), { consumers: {}, streams: {} });
+    } catch (e) {
+      flash("Could not delete " + name + ": " + errText(e), "error");
+      button.disabled = false;
+    }
+  }
+
+  // retryingCaption says what the list is, and that it is cut when more
+  // events fail than the overview lists.
+  function retryingCaption(st) {
+    const all = Object.values(st.retrying_by_consumer || {}).reduce((a, n) => a + n, 0);
+    const shown = (st.retrying || []).length;
+    if (!shown) return null;
+    return "Failing now, redelivered after their backoff and dead-lettered at max_deliver" +
+      (all > shown ? " (the " + shown + " most recent of " + num(all) + ")" : "");
   }
 
   async function pauseResume(button, name, pause) {
@@ -467,7 +542,7 @@
   // consumers (the conflict recorder reads HOOKS_CONFLICTS) are shown but
   // offer no action.
   function operated(c) {
-    return c.stream === "HOOKS";
+    return c.stream === "HOOKS" && !c.orphaned;
   }
 
   let consumerNames = [];
@@ -926,6 +1001,8 @@
       byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
         byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
         ". Duplicates change nothing.") : null,
+      sum.new_dead_letters ? el("p", { id: "rp-dead", class: "hint" }, el("strong", { text: num(sum.new_dead_letters) }),
+        " of the new are dead letters: Apply re-delivers them, and each fails again unless its cause was fixed.") : null,
       byType.length ? table("By event type", [
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
@@ -934,7 +1011,10 @@
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
-        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" ? "ok" : i.outcome === "conflict" ? "bad" : "") : null } : null,
+        outcomes ? { label: "Would be", cell: (i) => i.outcome ? badge(i.outcome.replace("_", " "), i.outcome === "new" && !i.dead_letter_id ? "ok" : i.outcome === "conflict" || i.dead_letter_id ? "bad" : "") : null } : null,
+        items.some((i) => i.note) ? { label: "Note", cell: (i) => i.dead_letter_id
+          ? el("span", {}, link("#/dead-letters/" + encodeURIComponent(i.dead_letter_id), "dead letter " + i.dead_letter_id), i.note.replace(/^dead letter \d+/, ""))
+          : null } : null,
       ].filter((c) => c), items) : null);
     if ((sum.messages || 0) > 0) {
       replayPlan = req;
@@ -1040,7 +1120,22 @@
         { label: "Stream seq", num: true, cell: (c) => num(c.stream_seq) },
         { label: "Processed", cell: (c) => time(c.processed_at) },
         { label: "Dead letter", cell: (c) => c.dead_letter_id ? link("#/dead-letters/" + encodeURIComponent(c.dead_letter_id), "Dead letter " + c.dead_letter_id) : null },
+        { label: "Failures", num: true, cell: (c) => c.failures ? num(c.failures) : null },
+        { label: "Last failed", cell: (c) => time(c.last_failed_at) },
+        { label: "Last error", cell: (c) => c.last_error ? el("code", { text: c.last_error }) : null },
       ], e.consumers, "No consumer takes this event.", (c) => ({ "data-consumer": c.name, "data-state": c.state })),
+      (e.dead_letters || []).length ? [el("h3", { text: "Dead letters" }), table(null, [
+        { label: "Dead letter", cell: (d) => link("#/dead-letters/" + encodeURIComponent(d.id), "Dead letter " + d.id) },
+        { label: "Consumer", cell: (d) => d.consumer },
+        { label: "Stream seq", num: true, cell: (d) => num(d.stream_seq) },
+        { label: "Resolved", cell: (d) => d.resolved_at ? [time(d.resolved_at), " (" + (d.resolution || "resolved") + ")"] : badge("unresolved", "bad") },
+      ], e.dead_letters, null, (d) => ({ "data-dead-letter": d.id }))] : null,
+      (e.conflicts || []).length ? [el("h3", { text: "Conflicts" }), table(null, [
+        { label: "Conflict", cell: (x) => link("#/conflicts/" + encodeURIComponent(x.id), "Conflict " + x.id) },
+        { label: "Detected by", cell: (x) => x.detected_by },
+        { label: "Detected", cell: (x) => time(x.detected_at) },
+        { label: "Resolved", cell: (x) => x.resolved_at ? [time(x.resolved_at), " (" + (x.resolution || "resolved") + ")"] : badge("unresolved", "bad") },
+      ], e.conflicts, null, (x) => ({ "data-conflict": x.id }))] : null,
       el("h3", { text: "3. Outbox rows its apply wrote" }),
       table(null, [
         { label: "ID", cell: (o) => String(o.id) },

@@ -1,6 +1,7 @@
 -- Without bodies; an empty filter field matches everything, $9 = -1 is no limit.
 SELECT id, consumer, source, event_id, event_type, subject, stream_seq, deliveries, reason,
-       last_error, ''::bytea, dead_at, resolved_at, coalesce(resolution, ''), coalesce(resolution_note, '')
+       last_error, ''::bytea, dead_at, resolved_at, coalesce(resolution, ''), coalesce(resolution_note, ''),
+       coalesce(ordering_key, ''), passed_at, coalesce(passed_by_event, ''), coalesce(passed_by_seq, 0)
 FROM hookbridge.dead_letters
 WHERE ($1 = '' OR consumer = $1)
   AND (NOT $2 OR resolved_at IS NULL)

@@ -1,0 +1,1 @@
+SELECT consumer, count(*) FROM hookbridge.delivery_failures GROUP BY consumer
