@@ -233,7 +233,20 @@ type RelayConfig struct {
 	BatchSize    int           `yaml:"batch_size"`
 	PollInterval time.Duration `yaml:"poll_interval"`
 	MaxAttempts  int           `yaml:"max_attempts"`
-	Retention    time.Duration `yaml:"retention"`
+	// Retention is how long published messages are kept: unset, a day
+	// (publisher.DefaultRetention); 0, not at all (deleted as they are
+	// published, the EVENTS stream being the record); negative, forever.
+	Retention *time.Duration `yaml:"retention"`
+}
+
+// RelayRetention is the relay's retention options: how long sent
+// messages are kept (0: the relay's default), and whether they are
+// deleted as they are published instead.
+func (r RelayConfig) RelayRetention() (retention time.Duration, deleteSent bool) {
+	if r.Retention == nil {
+		return 0, false
+	}
+	return *r.Retention, *r.Retention == 0
 }
 
 // stringList accepts a YAML scalar or a sequence.

@@ -124,3 +124,32 @@ func TestInboxRetentionDefault(t *testing.T) {
 		}
 	}
 }
+
+// relay.retention: unset keeps sent messages for the relay's default, 0
+// keeps none (deleted as published), a duration keeps them that long.
+func TestRelayRetention(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		retention time.Duration
+		delete    bool
+	}{
+		"":                           {0, false},
+		"relay:\n  retention: 0s\n":  {0, true},
+		"relay:\n  retention: 2h\n":  {2 * time.Hour, false},
+		"relay:\n  retention: -1s\n": {-time.Second, false},
+		"relay:\n  batch_size: 64\n": {0, false},
+	}
+	for yaml, want := range cases {
+		p := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := LoadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, d := cfg.Relay.RelayRetention(); r != want.retention || d != want.delete {
+			t.Errorf("config %q: retention %s, delete sent %v; want %s, %v", yaml, r, d, want.retention, want.delete)
+		}
+	}
+}

@@ -58,7 +58,8 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 }
 
 // resolvedRelay fills the relay's settings with [publisher.RelayOptions]'
-// defaults. A negative retention (keep sent rows) stays as written.
+// defaults. A retention of 0 (delete messages as they are published) or
+// below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {
 	if r.BatchSize <= 0 {
 		r.BatchSize = publisher.DefaultBatchSize
@@ -69,8 +70,9 @@ func resolvedRelay(r RelayConfig) RelayConfig {
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = publisher.DefaultMaxAttempts
 	}
-	if r.Retention == 0 {
-		r.Retention = publisher.DefaultRetention
+	if r.Retention == nil {
+		d := publisher.DefaultRetention
+		r.Retention = &d
 	}
 	return r
 }

@@ -451,11 +451,16 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 	}
 	if s.roles[RoleRelay] {
+		retention, deleteSent := s.cfg.Relay.RelayRetention()
+		if deleteSent && s.cfg.Selftest.Enabled {
+			s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
+		}
 		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
 			BatchSize:    s.cfg.Relay.BatchSize,
 			PollInterval: s.cfg.Relay.PollInterval,
 			MaxAttempts:  s.cfg.Relay.MaxAttempts,
-			Retention:    s.cfg.Relay.Retention,
+			Retention:    retention,
+			DeleteSent:   deleteSent,
 			Stream:       s.streamOptions(),
 			Logger:       s.log,
 			Tracer:       s.tracer(),

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // Event is one webhook as a handler sees it.
@@ -154,7 +155,20 @@ func (m *Mux) Handle(ctx context.Context, tx pgx.Tx, ev Event) error {
 // order.paid of the same order, ends paid). The error names the run or
 // event that failed, which lets the consumer narrow down to it without
 // trying every half of the batch.
+//
+// The outgoing events the runs enqueue are gathered and written once all
+// runs are done ([publisher.Deferred]): a batch's events then go into one
+// outbox pack instead of one per run, which with several event types
+// interleaved costs most of the outbox's WAL.
 func (m *Mux) HandleBatch(ctx context.Context, tx pgx.Tx, evs []Event) error {
+	ctx, flush := publisher.Deferred(ctx)
+	if err := m.handleRuns(ctx, tx, evs); err != nil {
+		return err
+	}
+	return flush(ctx, tx)
+}
+
+func (m *Mux) handleRuns(ctx context.Context, tx pgx.Tx, evs []Event) error {
 	for lo := 0; lo < len(evs); {
 		hi := lo + 1
 		for hi < len(evs) && evs[hi].Type == evs[lo].Type {

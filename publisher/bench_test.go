@@ -58,7 +58,7 @@ func BenchmarkRelay(b *testing.B) {
 			// ordering key, and the lock table is finite).
 			for from := 1; from <= b.N; from += 1000 {
 				if _, err := db.Pool.Exec(ctx, `
-					INSERT INTO hookbridge.outbox (event_id, subject, payload, headers, ordering_key)
+					INSERT INTO hookbridge.outbox_rows (event_id, subject, payload, headers, ordering_key)
 					SELECT 'bench-' || i, 'events.bench.created', convert_to(repeat('x', 200), 'UTF8'),
 					       '{"Content-Type": "application/json"}',
 					       CASE $3 WHEN '' THEN NULL WHEN '*' THEN 'o-' || i ELSE $3 END

@@ -66,7 +66,7 @@ var ErrIDReused = errors.New("outbox event id reused with different content")
 // same id with another subject or payload is [ErrIDReused]. Several
 // messages are written with one statement, as by [EnqueueBatch].
 func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
-	if len(msgs) != 1 {
+	if len(msgs) != 1 || gathering(ctx) != nil {
 		return EnqueueBatch(ctx, tx, msgs)
 	}
 	m := msgs[0]
@@ -77,24 +77,34 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 	}
-	inserted, err := store.OutboxInsert(ctx, tx, m.ID, m.Subject, headers, m.Payload, orderingKey(m))
+	w := &writes{}
+	w.add(m, headers)
+	written, err := store.OutboxWrite(ctx, tx, w.ids, w.subjects, w.headerColumn(), w.payloads, w.keyColumn())
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 	}
-	if inserted {
+	if len(written) == 1 {
 		return nil
 	}
 	return checkExisting(ctx, tx, []Message{m})
 }
 
-// EnqueueBatch inserts msgs into the outbox inside tx with one statement,
-// with exactly the semantics of calling [Enqueue] for each message in
-// order: every message is validated, rows are written (and get their
-// ordering keys' key_seq) in slice order, an id already in the outbox or
-// earlier in msgs is a no-op when its subject and payload are the same and
-// [ErrIDReused] otherwise. Only when some id was already present does it
-// take a second statement, to compare the stored rows. On an error the
-// caller must roll tx back, as after a failed Enqueue.
+// EnqueueBatch inserts msgs into the outbox inside tx with one statement
+// (per 1024 messages), with exactly the semantics of calling [Enqueue] for
+// each message in order: every message is validated, messages are written
+// (and get their ordering keys' key_seq) in slice order, an id already in
+// the outbox or earlier in msgs is a no-op when its subject and payload
+// are the same and [ErrIDReused] otherwise. Only when some id was already
+// present does it take a second statement, to compare the stored
+// messages. On an error the caller must roll tx back, as after a failed
+// Enqueue.
+//
+// When tx claimed, in the inbox, the event each message's id is derived
+// from ([DerivedID]: what a consumer's handler writes for the events it
+// applies), the messages are stored as one row, a pack, rather than a
+// row each: the inbox already guarantees that no other transaction
+// writes those ids, and the pack costs a fraction of the WAL (see
+// docs/OUTBOX.md, "Packs").
 //
 // unnest is used rather than COPY: COPY cannot skip existing ids (ON
 // CONFLICT), so it would need a staging table and two more round trips;
@@ -103,9 +113,12 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	n := len(msgs)
-	ids, subjects, headers, payloads, keys := make([]string, 0, n), make([]string, 0, n), make([]*string, 0, n), make([][]byte, 0, n), make([]*string, 0, n)
-	first := make(map[string]int, n) // id -> index of its first message
+	if g := gathering(ctx); g != nil {
+		return g.add(ctx, msgs)
+	}
+	w := &writes{}
+	distinct := make([]Message, 0, len(msgs))
+	first := make(map[string]int, len(msgs)) // id -> index of its first message
 	for i, m := range msgs {
 		if err := validate(m); err != nil {
 			return err
@@ -123,32 +136,90 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		if err != nil {
 			return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 		}
-		ids = append(ids, m.ID)
-		subjects = append(subjects, m.Subject)
-		headers = append(headers, h)
-		payloads = append(payloads, m.Payload)
-		keys = append(keys, orderingKey(m))
+		w.add(m, h)
+		distinct = append(distinct, m)
 	}
-	// Rows are inserted, and draw their identity and key_seq, in slice
-	// order, as consecutive Enqueue calls would.
-	inserted, err := store.OutboxInsertMany(ctx, tx, ids, subjects, headers, payloads, keys)
-	if err != nil {
-		return fmt.Errorf("enqueue %d outbox events: %w", len(ids), err)
+	return write(ctx, tx, w, distinct)
+}
+
+// write writes w (the columns of msgs, each id once) with one statement
+// per [maxPerWrite] messages, then compares the messages whose ids were
+// in the outbox already with what it holds.
+func write(ctx context.Context, tx pgx.Tx, w *writes, msgs []Message) error {
+	done := make(map[string]bool, len(w.ids))
+	for _, c := range w.chunks(maxPerWrite) {
+		written, err := store.OutboxWrite(ctx, tx, c.ids, c.subjects, c.headerColumn(), c.payloads, c.keyColumn())
+		if err != nil {
+			return fmt.Errorf("enqueue %d outbox events: %w", len(c.ids), err)
+		}
+		for _, id := range written {
+			done[id] = true
+		}
 	}
-	if len(inserted) == len(ids) {
+	if len(done) == len(w.ids) {
 		return nil
 	}
-	done := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		done[id] = true
-	}
 	var repeats []Message
-	for _, id := range ids {
-		if !done[id] {
-			repeats = append(repeats, msgs[first[id]])
+	for _, m := range msgs {
+		if !done[m.ID] {
+			repeats = append(repeats, m)
 		}
 	}
 	return checkExisting(ctx, tx, repeats)
+}
+
+// maxPerWrite is the most messages one statement writes: a pack holds at
+// most 1024 (the step of the outbox's id and key_seq sequences).
+const maxPerWrite = 1024
+
+// writes are validated messages as the columns of one write.
+type writes struct {
+	ids, subjects []string
+	headers, keys []*string
+	payloads      [][]byte
+	anyHeader     bool
+	anyKey        bool
+}
+
+func (w *writes) add(m Message, headers *string) {
+	w.ids = append(w.ids, m.ID)
+	w.subjects = append(w.subjects, m.Subject)
+	w.headers = append(w.headers, headers)
+	w.payloads = append(w.payloads, m.Payload)
+	w.keys = append(w.keys, orderingKey(m))
+	w.anyHeader = w.anyHeader || headers != nil
+	w.anyKey = w.anyKey || m.OrderingKey != ""
+}
+
+// headerColumn and keyColumn are nil when no message has one, as a pack
+// stores them.
+func (w *writes) headerColumn() []*string {
+	if !w.anyHeader {
+		return nil
+	}
+	return w.headers
+}
+
+func (w *writes) keyColumn() []*string {
+	if !w.anyKey {
+		return nil
+	}
+	return w.keys
+}
+
+// chunks splits w into writes of at most n messages, in order.
+func (w *writes) chunks(n int) []*writes {
+	var out []*writes
+	for lo := 0; lo < len(w.ids); lo += n {
+		hi := min(lo+n, len(w.ids))
+		c := &writes{ids: w.ids[lo:hi], subjects: w.subjects[lo:hi], headers: w.headers[lo:hi], payloads: w.payloads[lo:hi], keys: w.keys[lo:hi]}
+		for i := range c.ids {
+			c.anyHeader = c.anyHeader || c.headers[i] != nil
+			c.anyKey = c.anyKey || c.keys[i] != nil
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // checkExisting compares msgs with the outbox rows of their ids, which an

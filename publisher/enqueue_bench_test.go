@@ -126,7 +126,7 @@ func copyEnqueue(ctx context.Context, tx pgx.Tx, msgs []publisher.Message) error
 	}
 	rows, err := tx.Query(ctx, `
 		WITH s AS (DELETE FROM outbox_stage RETURNING *)
-		INSERT INTO hookbridge.outbox (event_id, subject, headers, payload, ordering_key)
+		INSERT INTO hookbridge.outbox_rows (event_id, subject, headers, payload, ordering_key)
 		SELECT event_id, subject, headers, payload, nullif(ordering_key, '') FROM s ORDER BY ord
 		ON CONFLICT DO NOTHING
 		RETURNING event_id`)

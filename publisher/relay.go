@@ -72,6 +72,11 @@ type RelayOptions struct {
 	// batches of [PurgeBatchSize] (24h). 0 keeps the default; a negative
 	// value disables deletion.
 	Retention time.Duration
+	// DeleteSent deletes messages as they are published instead of keeping
+	// them for Retention: the EVENTS stream is then the record of what was
+	// sent. Sent rows written before (by a relay that kept them) are still
+	// deleted after Retention.
+	DeleteSent bool
 	// Stream configures the EVENTS stream, created or updated before the
 	// first publish.
 	Stream stream.Options
@@ -365,20 +370,20 @@ func (r *Relay) retain(ctx context.Context) {
 	}
 }
 
-// PurgeSent deletes sent rows older than Retention and returns how many it
-// deleted. Pending and dead rows are never deleted. With a negative
-// Retention it does nothing.
+// PurgeSent deletes sent messages older than Retention, rows and packs,
+// and returns how many it deleted. Pending and dead messages are never
+// deleted. With a negative Retention it does nothing.
 //
-// It walks the primary key from the oldest id, [PurgeBatchSize] rows per
-// step, each delete its own short transaction that skips rows another
-// purger holds, and stops at the first row created after the cutoff: ids
-// follow creation time and a row is sent after it was created, so nothing
-// past that row can be old enough. (A row whose transaction began before
-// the cutoff but drew its id after a newer row is left for a later pass,
-// a delay of at most that transaction's length.) No index on sent_at is
-// needed, which saves an index entry in every sent row; rows the walk
-// passes without deleting (dead, pending, recently sent) are read once per
-// pass.
+// It walks each table by id from the oldest, [PurgeBatchSize] rows (or
+// packs) per step, each delete its own short transaction that skips rows
+// another purger holds, and stops at the first one created after the
+// cutoff: ids follow creation time and a message is sent after it was
+// created, so nothing past that one can be old enough. (One whose
+// transaction began before the cutoff but drew its id after a newer one
+// is left for a later pass, a delay of at most that transaction's
+// length.) No index on sent_at is needed, which saves an index entry in
+// every sent row; rows the walk passes without deleting (dead, pending,
+// recently sent) are read once per pass.
 func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	if r.opts.Retention < 0 {
 		return 0, nil
@@ -387,12 +392,29 @@ func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("purge sent outbox rows: %w", err)
 	}
+	rows, err := r.purgeWalk(ctx, cutoff, store.OutboxPurgeScan, store.OutboxPurgeDelete)
+	if err != nil {
+		return rows, fmt.Errorf("purge sent outbox rows: %w", err)
+	}
+	packed, err := r.purgeWalk(ctx, cutoff, store.OutboxPacksPurgeScan, store.OutboxPacksPurgeDelete)
+	if err != nil {
+		return rows + packed, fmt.Errorf("purge sent outbox packs: %w", err)
+	}
+	return rows + packed, nil
+}
+
+// purgeWalk is one table's walk of PurgeSent: scan reads the next rows by
+// id, del deletes those still sent before the cutoff and returns how many
+// messages went.
+func (r *Relay) purgeWalk(ctx context.Context, cutoff time.Time,
+	scan func(context.Context, store.Querier, int64, time.Time, int) ([]store.OutboxPurgeCandidate, error),
+	del func(context.Context, store.Querier, []int64, time.Time) (int64, error)) (int64, error) {
 	var total int64
-	after := int64(0) // identity ids start at 1
+	after := int64(0) // ids start at 1
 	for {
-		cands, err := store.OutboxPurgeScan(ctx, r.pool, after, cutoff, PurgeBatchSize)
+		cands, err := scan(ctx, r.pool, after, cutoff, PurgeBatchSize)
 		if err != nil {
-			return total, fmt.Errorf("purge sent outbox rows: scan: %w", err)
+			return total, fmt.Errorf("scan: %w", err)
 		}
 		var victims []int64
 		stop := false
@@ -409,9 +431,9 @@ func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 		if len(victims) > 0 {
 			// The conditions are checked again under the row lock: a row
 			// requeued or deleted since the scan is left alone.
-			n, err := store.OutboxPurgeDelete(ctx, r.pool, victims, cutoff)
+			n, err := del(ctx, r.pool, victims, cutoff)
 			if err != nil {
-				return total, fmt.Errorf("purge sent outbox rows: %w", err)
+				return total, err
 			}
 			total += n
 		}

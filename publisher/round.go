@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -20,7 +21,8 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// outRow is one claimed outbox row.
+// outRow is one claimed outbox message: a row of outbox_rows, or a
+// message of a pack.
 type outRow struct {
 	id          int64
 	eventID     string
@@ -31,6 +33,8 @@ type outRow struct {
 	keySeq      *int64
 	attempts    int
 	nextAttempt time.Time
+	createdAt   time.Time    // a pack's, kept when its messages become rows
+	pack        *claimedPack // nil for a row
 }
 
 // fromStore converts claimed rows into the relay's working form.
@@ -135,7 +139,13 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.claimed, res.full = len(rows), len(rows) >= r.opts.BatchSize
+	packs, packed, err := r.claimPacks(rctx, tx)
+	if err != nil {
+		return res, err
+	}
+	res.full = len(rows) >= r.opts.BatchSize || len(packed) >= r.opts.BatchSize
+	rows = append(rows, packed...)
+	res.claimed = len(rows)
 	if len(rows) == 0 {
 		return res, tx.Commit(rctx)
 	}
@@ -158,7 +168,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 		}
 	}
 	deferred = append(deferred, out.blocked...)
-	nDeferred, err := r.record(rctx, tx, out, deferred)
+	nDeferred, err := r.record(rctx, tx, out, deferred, packs)
 	if err != nil {
 		return res, err
 	}
@@ -185,12 +195,13 @@ func (r *Relay) claim(ctx context.Context, tx pgx.Tx) ([]*outRow, error) {
 	return fromStore(rows), nil
 }
 
-// plan turns the claimed rows into publish chains: every unkeyed row is a
-// chain of its own; the rows of one ordering key form one chain in key_seq
-// order, and only if the chain starts at the key's oldest pending row and
-// has no gap. Rows of a key that cannot be published now stay claimed but
-// untouched, or are deferred to their blocker's next attempt when the
-// blocker is backing off (so they stop filling the front of the queue).
+// plan turns the claimed messages into publish chains: every unkeyed
+// message is a chain of its own; the messages of one ordering key form one
+// chain in key_seq order, and only if the chain starts at the key's oldest
+// pending message and has no gap. Messages of a key that cannot be
+// published now stay claimed but untouched, or are deferred to their
+// blocker's next attempt when the blocker is backing off (so they stop
+// filling the front of the queue).
 func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, error) {
 	var p planned
 	mine := make(map[int64]*outRow, len(rows))
@@ -206,75 +217,142 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, e
 	if len(perKey) == 0 {
 		return p, nil
 	}
+	heads, after, err := r.keyHeads(ctx, tx, rows, perKey)
+	if err != nil {
+		return planned{}, err
+	}
+	extra, err := r.lockDueHeads(ctx, tx, heads, mine)
+	if err != nil {
+		return planned{}, err
+	}
+	p.extra = extra
+	waiting := p.chainKeys(rows, heads, after, mine)
+	p.holdBackPacks(waiting)
+	return p, nil
+}
 
-	// The first pending rows of each key, as many as we claimed of it and
-	// one more (the row after them: see dueBehind). This statement has a
-	// fresh snapshot: rows of the key that another relay marked sent
-	// meanwhile are gone from it, and any row of the key visible at claim
-	// time is still here (key_seq is commit order, so a row committed
-	// since cannot sort before one we claimed).
+// head is one of the first pending messages of an ordering key: a row of
+// outbox_rows, a message of a pack this round holds, or (pack) a pending
+// pack another relay holds, standing for its messages of the key.
+type head struct {
+	id     int64
+	keySeq int64
+	due    bool
+	next   time.Time
+	pack   bool
+}
+
+// noKeySeq sorts a row written with triggers off (no key_seq) after the
+// key's numbered rows, as the key heads query does.
+const noKeySeq = math.MaxInt64
+
+// keyHeads reads, for each ordering key among the claimed messages, its
+// first pending messages in key_seq order, as many as this round claimed
+// of the key, and the one after them (see dueBehind), which is only looked
+// at. The statements have a fresh snapshot: messages of the key another
+// relay published meanwhile are gone from it, and any message of the key
+// visible at claim time is still there (key_seq is commit order, so one
+// committed since cannot sort before one claimed).
+func (r *Relay) keyHeads(ctx context.Context, tx pgx.Tx, rows []*outRow, perKey map[string]int) (map[string][]head, map[string]head, error) {
 	keys := make([]string, 0, len(perKey))
 	counts := make([]int32, 0, len(perKey))
 	for k, n := range perKey {
 		keys = append(keys, k)
 		counts = append(counts, int32(n+1))
 	}
-	type head struct {
-		id   int64
-		due  bool
-		next time.Time
-	}
+	before, packIDs := int64(0), []int64{}
 	heads := map[string][]head{}
-	hs, err := store.OutboxKeyHeads(ctx, tx, keys, counts)
+	held := map[*claimedPack]bool{}
+	for _, o := range rows {
+		if p := o.pack; p != nil && !held[p] {
+			held[p] = true
+			packIDs = append(packIDs, p.firstID)
+		}
+		if o.key == nil {
+			continue
+		}
+		before = max(before, keySeqOf(o)+1)
+		if o.pack != nil {
+			heads[*o.key] = append(heads[*o.key], head{id: o.id, keySeq: *o.keySeq, due: true, next: o.nextAttempt})
+		}
+	}
+	hs, ahead, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, keys, counts, before, packIDs)
 	if err != nil {
-		return planned{}, fmt.Errorf("outbox key heads: %w", err)
+		return nil, nil, fmt.Errorf("outbox key heads: %w", err)
 	}
 	for _, h := range hs {
-		heads[h.Key] = append(heads[h.Key], head{id: h.ID, due: h.Due, next: h.Next})
+		seq := int64(noKeySeq)
+		if h.KeySeq != nil {
+			seq = *h.KeySeq
+		}
+		heads[h.Key] = append(heads[h.Key], head{id: h.ID, keySeq: seq, due: h.Due, next: h.Next})
 	}
-	// The extra row is only looked at, never claimed or published here.
+	for k, hs := range packsAhead(ahead) {
+		heads[k] = append(heads[k], hs...)
+	}
+	// The extra message is only looked at, never claimed or published here.
 	after := map[string]head{}
 	for k, hs := range heads {
+		slices.SortFunc(hs, func(a, b head) int { return cmp.Or(cmp.Compare(a.keySeq, b.keySeq), cmp.Compare(a.id, b.id)) })
 		if n := perKey[k]; len(hs) > n {
 			after[k], heads[k] = hs[n], hs[:n]
 		}
 	}
+	return heads, after, nil
+}
 
-	// Due rows ahead of ours that we did not claim (the claim's LIMIT cut
-	// them off, or a tie in next_attempt_at put them behind): lock them too
-	// if nobody else holds them, so a key's head is never starved.
+func keySeqOf(o *outRow) int64 {
+	if o.keySeq == nil {
+		return noKeySeq - 1
+	}
+	return *o.keySeq
+}
+
+// lockDueHeads locks the due rows ahead of ours that this round did not
+// claim (the claim's LIMIT cut them off, or a tie in next_attempt_at put
+// them behind) if nobody else holds them, so a key's head is never
+// starved, and returns how many it locked.
+func (r *Relay) lockDueHeads(ctx context.Context, tx pgx.Tx, heads map[string][]head, mine map[int64]*outRow) (int, error) {
 	var want []int64
 	for _, hs := range heads {
 		for _, h := range hs {
 			if mine[h.id] != nil {
 				continue
 			}
-			if !h.due {
+			if !h.due || h.pack {
 				break
 			}
 			want = append(want, h.id)
 		}
 	}
-	if len(want) > 0 {
-		locked, err := store.OutboxClaimIDs(ctx, tx, want)
-		if err != nil {
-			return planned{}, fmt.Errorf("outbox claim key heads: %w", err)
-		}
-		more := fromStore(locked)
-		for _, o := range more {
-			mine[o.id] = o
-		}
-		p.extra = len(more)
+	if len(want) == 0 {
+		return 0, nil
 	}
+	locked, err := store.OutboxClaimIDs(ctx, tx, want)
+	if err != nil {
+		return 0, fmt.Errorf("outbox claim key heads: %w", err)
+	}
+	more := fromStore(locked)
+	for _, o := range more {
+		mine[o.id] = o
+	}
+	return len(more), nil
+}
 
+// chainKeys makes each key's chain from its heads: the longest prefix of
+// messages this round holds. The first message it does not hold is the
+// blocker. It returns the messages left waiting behind a blocker in flight
+// elsewhere.
+func (p *planned) chainKeys(rows []*outRow, heads map[string][]head, after map[string]head, mine map[int64]*outRow) []*outRow {
+	var waiting []*outRow
 	inChain := map[int64]bool{}
-	for _, k := range keys {
+	for k, hs := range heads {
 		var chain []*outRow
 		var blocker *head
-		for i, h := range heads[k] {
+		for i, h := range hs {
 			o := mine[h.id]
-			if o == nil {
-				blocker = &heads[k][i]
+			if o == nil || h.pack {
+				blocker = &hs[i]
 				break
 			}
 			chain = append(chain, o)
@@ -282,9 +360,9 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, e
 		}
 		if len(chain) > 0 {
 			p.chains = append(p.chains, chain)
-			// The key's next row is due and not ours: another relay's
+			// The key's next message is due and not ours: another relay's
 			// claim behind our chain, or one our claim's LIMIT left out.
-			if next, ok := after[k]; ok && blocker == nil && next.due && mine[next.id] == nil {
+			if next, ok := after[k]; ok && blocker == nil && next.due && (next.pack || mine[next.id] == nil) {
 				p.dueBehind = true
 			}
 		}
@@ -292,9 +370,14 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, e
 			continue
 		}
 		if blocker.due {
-			// Blocked by a row in flight elsewhere: leave ours as they
+			// Blocked by a message in flight elsewhere: leave ours as they
 			// are, and look again soon.
 			p.heldElsewhere = true
+			for _, o := range rows {
+				if o.key != nil && *o.key == k && !inChain[o.id] {
+					waiting = append(waiting, o)
+				}
+			}
 			continue
 		}
 		for _, o := range rows {
@@ -303,7 +386,46 @@ func (r *Relay) plan(ctx context.Context, tx pgx.Tx, rows []*outRow) (planned, e
 			}
 		}
 	}
-	return p, nil
+	return waiting
+}
+
+// holdBackPacks leaves untouched, whole, every pack with a message
+// waiting behind one in flight elsewhere: publishing the rest of such a
+// pack would turn it into rows (costing WAL), when the other relay will be
+// done in a moment. Each chain is cut before the first message of a pack
+// held back, and the packs of the messages cut with it are held back
+// too, until no chain holds a message of one. A pack with a message
+// deferred behind a row backing off is not held back: that can take
+// minutes, and its other keys go on.
+func (p *planned) holdBackPacks(waiting []*outRow) {
+	held := map[*claimedPack]bool{}
+	for _, o := range waiting {
+		if o.pack != nil {
+			held[o.pack] = true
+		}
+	}
+	for changed := len(held) > 0; changed; {
+		changed = false
+		for i, c := range p.chains {
+			for j, o := range c {
+				if o.pack == nil || !held[o.pack] {
+					continue
+				}
+				for _, rest := range c[j+1:] {
+					if rest.pack != nil && !held[rest.pack] {
+						held[rest.pack], changed = true, true
+					}
+				}
+				p.chains[i] = c[:j]
+				break
+			}
+		}
+	}
+	if len(held) == 0 {
+		return
+	}
+	p.chains = slices.DeleteFunc(p.chains, func(c []*outRow) bool { return len(c) == 0 })
+	p.deferred = slices.DeleteFunc(p.deferred, func(d blockedRow) bool { return d.row.pack != nil && held[d.row.pack] })
 }
 
 // planned is what plan made of a round's claimed rows.
@@ -487,36 +609,20 @@ func classify(o *outRow, err error) *failure {
 }
 
 // record writes a round's outcome in the claiming transaction and returns
-// how many rows it deferred.
-func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []blockedRow) (int, error) {
+// how many messages it deferred.
+func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []blockedRow, packs []*claimedPack) (int, error) {
 	b := &pgx.Batch{}
-	if len(out.sent) > 0 {
-		ids := make([]int64, len(out.sent))
-		for i, o := range out.sent {
-			ids[i] = o.id
-		}
-		store.QueueOutboxMarkSent(b, ids, out.seqs)
-	}
-	if len(out.fails) > 0 {
-		n := len(out.fails)
-		ids, msgs, delays := make([]int64, n), make([]string, n), make([]int64, n)
-		perm, counted := make([]bool, n), make([]bool, n)
-		for i, f := range out.fails {
-			ids[i] = f.row.id
-			msgs[i] = shortError(f.err)
-			delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
-			perm[i] = f.permanent
-			counted[i] = !f.full
-		}
-		store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, counted, r.opts.MaxAttempts)
-	}
+	r.queueRowsSent(b, out)
+	r.queueRowsFailed(b, out)
+	r.queuePacks(b, packs, newOutcomes(out, deferred))
 	if len(deferred) > 0 {
 		ids, blockers := make([]int64, len(deferred)), make([]int64, len(deferred))
 		for i, d := range deferred {
 			ids[i], blockers[i] = d.row.id, d.blocker
 		}
-		// Runs after the failure update above, so it sees the blockers'
-		// new next_attempt_at; a blocker that went dead blocks nothing.
+		// Runs after the failure update and the unpacking above, so it
+		// sees the blockers' new next_attempt_at and the rows of
+		// unpacked messages; a blocker that went dead blocks nothing.
 		store.QueueOutboxDefer(b, ids, blockers)
 	}
 	if b.Len() == 0 {
@@ -536,6 +642,49 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 		n = int(tag.RowsAffected()) // the deferral is the last statement
 	}
 	return n, br.Close()
+}
+
+// queueRowsSent queues marking the published rows of outbox_rows sent, or
+// deleting them when sent messages are not kept.
+func (r *Relay) queueRowsSent(b *pgx.Batch, out outcome) {
+	var ids, seqs []int64
+	for i, o := range out.sent {
+		if o.pack == nil {
+			ids, seqs = append(ids, o.id), append(seqs, out.seqs[i])
+		}
+	}
+	switch {
+	case len(ids) == 0:
+	case r.keepSent():
+		store.QueueOutboxMarkSent(b, ids, seqs)
+	default:
+		store.QueueOutboxDeleteSent(b, ids)
+	}
+}
+
+// queueRowsFailed queues recording the failed attempts of rows of
+// outbox_rows (failed messages of packs become rows with theirs).
+func (r *Relay) queueRowsFailed(b *pgx.Batch, out outcome) {
+	var fails []failure
+	for _, f := range out.fails {
+		if f.row.pack == nil {
+			fails = append(fails, f)
+		}
+	}
+	if len(fails) == 0 {
+		return
+	}
+	n := len(fails)
+	ids, msgs, delays := make([]int64, n), make([]string, n), make([]int64, n)
+	perm, counted := make([]bool, n), make([]bool, n)
+	for i, f := range fails {
+		ids[i] = f.row.id
+		msgs[i] = shortError(f.err)
+		delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
+		perm[i] = f.permanent
+		counted[i] = !f.full
+	}
+	store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, counted, r.opts.MaxAttempts)
 }
 
 func (r *Relay) logOutcome(ctx context.Context, out outcome) {

@@ -101,6 +101,7 @@ type BenchCmd struct {
 	Concurrency int           `help:"Requests in flight (and sync publishers)." default:"32"`
 	Total       int           `help:"Events to send." default:"10000"`
 	Rate        float64       `help:"Events per second (open loop; latency counts from the scheduled send). 0 sends as fast as --concurrency allows."`
+	PaidEvery   int           `name:"paid-every" help:"Make every N-th event an order.paid of an order already created and answered (5: 800 order.created and 200 order.paid per 1,000 events). 0: order.created only."`
 	Poll        time.Duration `help:"Inbox poll interval for the end-to-end latency." default:"2ms"`
 
 	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, ${default_batch_size})."`
@@ -229,7 +230,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		if c.Soak > 0 {
 			var r *loadgen.SoakResult
 			r, err = loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
-				Concurrency: c.Concurrency, Sample: c.SoakSample, Progress: progress})
+				Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, Progress: progress})
 			if r != nil {
 				out = r
 			}
@@ -237,7 +238,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		}
 		var s *loadgen.SuiteResult
 		s, err = loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
-			Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, Progress: progress})
+			Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, Progress: progress})
 		if s != nil {
 			out = s
 		}
@@ -284,7 +285,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 
 func (c *BenchCmd) loadOptions(progress io.Writer) loadgen.Options {
 	o := loadgen.Options{
-		Source: c.Source, Concurrency: c.Concurrency, Total: c.Total, Rate: c.Rate,
+		Source: c.Source, Concurrency: c.Concurrency, Total: c.Total, Rate: c.Rate, PaidEvery: c.PaidEvery,
 		Check: true, PollInterval: c.Poll, Progress: progress,
 	}
 	if c.MemProfile != "" {

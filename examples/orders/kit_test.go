@@ -1,6 +1,7 @@
 package orders_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hookbridge/hookbridge/consumer"
@@ -24,4 +25,30 @@ func TestOrderCreatedAppliesOnce(t *testing.T) {
 		t.Fatalf("orders = %d, want 1", n)
 	}
 	db.RequireOutbox(t, hookbridgetest.WantOutbox{ID: "hookbridgetest:demo:evt-1", Subject: "events.orders.created"})
+}
+
+// A batch of interleaved types is applied as runs of one type, and the
+// announcements of all its runs are written together: the outbox view
+// shows each of them, in stream order, and they take one pack.
+func TestBatchOfSeveralTypesWritesOnePack(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, orders.Migrations())
+	h := orders.Handler(hookbridgetest.DefaultConsumer)
+	var evs []consumer.Event
+	var want []hookbridgetest.WantOutbox
+	for i, typ := range []string{orders.Created, orders.Created, orders.Paid, orders.Created, orders.Paid, orders.Cancelled} {
+		order := []string{"o-1", "o-2", "o-1", "o-3", "o-3", "o-2"}[i]
+		id := "evt-" + string(rune('a'+i))
+		evs = append(evs, hookbridgetest.NewEvent("demo", id, typ, orders.WebhookBody(typ, order, 500)))
+		want = append(want, hookbridgetest.WantOutbox{ID: "hookbridgetest:demo:" + id, Subject: "events.orders." + strings.TrimPrefix(typ, "order.")})
+	}
+	for i, o := range db.Apply(t, h, evs...) {
+		if o.Outcome != consumer.Processed {
+			t.Fatalf("event %d: %s %v", i, o.Outcome, o.Err)
+		}
+	}
+	db.RequireOutbox(t, want...)
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.outbox_packs"); n != 1 {
+		t.Fatalf("packs = %d, want 1", n)
+	}
 }

@@ -21,6 +21,7 @@ var (
 	sqlInboxApplied           = load("inbox_applied.sql")
 	sqlInboxFootprint         = load("inbox_footprint.sql")
 	sqlOutboxFootprint        = load("outbox_footprint.sql")
+	sqlOutboxPendingCount     = load("outbox_pending_count.sql")
 	sqlTableExists            = load("table_exists.sql")
 )
 
@@ -76,7 +77,14 @@ func InboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err erro
 	return bytes, rows, err
 }
 
-// OutboxFootprint is InboxFootprint for the outbox.
+// CountOutboxPending counts the pending outbox messages, on a schema of
+// any version.
+func CountOutboxPending(ctx context.Context, q Querier) (int, error) {
+	return count(ctx, q, sqlOutboxPendingCount)
+}
+
+// OutboxFootprint is InboxFootprint for the outbox, on a schema of any
+// version.
 func OutboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err error) {
 	err = q.QueryRow(ctx, sqlOutboxFootprint).Scan(&bytes, &rows)
 	return bytes, rows, err

@@ -8,8 +8,7 @@ import (
 )
 
 var (
-	sqlOutboxInsertOne    = load("outbox_insert_one.sql")
-	sqlOutboxInsertMany   = load("outbox_insert_many.sql")
+	sqlOutboxWrite        = load("outbox_write.sql")
 	sqlOutboxExisting     = load("outbox_existing.sql")
 	sqlOutboxStats        = load("outbox_stats.sql")
 	sqlSessionIdleTimeout = load("claim_session_timeout.sql")
@@ -17,6 +16,7 @@ var (
 	sqlOutboxKeyHeads     = load("outbox_key_heads.sql")
 	sqlOutboxClaimIDs     = load("outbox_claim_ids.sql")
 	sqlOutboxMarkSent     = load("outbox_mark_sent.sql")
+	sqlOutboxDeleteSent   = load("outbox_delete_sent.sql")
 	sqlOutboxMarkFailed   = load("outbox_mark_failed.sql")
 	sqlOutboxDefer        = load("outbox_defer.sql")
 	sqlOutboxNextDue      = load("outbox_next_due.sql")
@@ -28,21 +28,15 @@ var (
 	sqlOutboxByID         = load("outbox_by_id.sql")
 )
 
-// OutboxInsert inserts one outbox row unless its event id is already there
-// and reports whether it inserted it. headers is a JSON object or nil.
-func OutboxInsert(ctx context.Context, q Querier, eventID, subject string, headers *string, payload []byte, orderingKey *string) (bool, error) {
-	tag, err := q.Exec(ctx, sqlOutboxInsertOne, eventID, subject, headers, payload, orderingKey)
-	if err != nil {
-		return false, err
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
-// OutboxInsertMany inserts rows given as parallel slices, in slice order,
-// with one statement, skipping event ids already present, and returns the
-// event ids it inserted.
-func OutboxInsertMany(ctx context.Context, q Querier, eventIDs, subjects []string, headers []*string, payloads [][]byte, orderingKeys []*string) ([]string, error) {
-	rows, err := q.Query(ctx, sqlOutboxInsertMany, eventIDs, subjects, headers, payloads, orderingKeys)
+// OutboxWrite writes messages given as parallel slices (at most 1024),
+// in slice order, with one statement, and returns the event ids it wrote;
+// ids already in the outbox are skipped. When the transaction owns every
+// id (each is the derived id of an event it claimed in the inbox) and
+// none is in the outbox, the messages go into one pack; otherwise into
+// one row each. headers and orderingKeys are nil when no message has one;
+// a nil element is a message without.
+func OutboxWrite(ctx context.Context, q Querier, eventIDs, subjects []string, headers []*string, payloads [][]byte, orderingKeys []*string) ([]string, error) {
+	rows, err := q.Query(ctx, sqlOutboxWrite, eventIDs, subjects, headers, payloads, orderingKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -136,10 +130,11 @@ func OutboxClaim(ctx context.Context, tx Querier, idleMs string, limit int) ([]O
 
 // OutboxKeyHead is one of the first pending rows of an ordering key.
 type OutboxKeyHead struct {
-	Key  string
-	ID   int64
-	Due  bool
-	Next time.Time
+	Key    string
+	ID     int64
+	KeySeq *int64 // nil for a row written with triggers off: it sorts last
+	Due    bool
+	Next   time.Time
 }
 
 // OutboxKeyHeads reads the first counts[i] pending rows of each keys[i], in
@@ -149,11 +144,44 @@ func OutboxKeyHeads(ctx context.Context, q Querier, keys []string, counts []int3
 	if err != nil {
 		return nil, err
 	}
+	return collectKeyHeads(rows)
+}
+
+func collectKeyHeads(rows pgx.Rows) ([]OutboxKeyHead, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxKeyHead, error) {
 		var h OutboxKeyHead
-		err := row.Scan(&h.Key, &h.ID, &h.Due, &h.Next)
+		err := row.Scan(&h.Key, &h.ID, &h.KeySeq, &h.Due, &h.Next)
 		return h, err
 	})
+}
+
+// OutboxKeyHeadsAndPacksAhead is [OutboxKeyHeads] and [OutboxPacksAhead]
+// in one round trip, both with a fresh snapshot: the first counts[i]
+// pending rows of each keys[i], and the pending packs not in mine that
+// come before key_seq before and carry one of keys.
+func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, keys []string, counts []int32, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlOutboxKeyHeads, keys, counts)
+	b.Queue(sqlOutboxPacksAhead, before, mine, keys)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	heads, err := collectKeyHeads(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	ahead, err := collectPacksAhead(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	return heads, ahead, br.Close()
 }
 
 // OutboxClaimIDs locks those of ids that are still due and pending and
@@ -170,6 +198,11 @@ func OutboxClaimIDs(ctx context.Context, tx Querier, ids []int64) ([]OutboxRow, 
 // sequences.
 func QueueOutboxMarkSent(b *pgx.Batch, ids, seqs []int64) {
 	b.Queue(sqlOutboxMarkSent, ids, seqs)
+}
+
+// QueueOutboxDeleteSent queues deleting rows ids, published and not kept.
+func QueueOutboxDeleteSent(b *pgx.Batch, ids []int64) {
+	b.Queue(sqlOutboxDeleteSent, ids)
 }
 
 // QueueOutboxMarkFailed queues recording a failed attempt of rows ids:

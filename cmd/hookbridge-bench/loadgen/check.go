@@ -10,16 +10,22 @@ import (
 )
 
 // Check is the exactly-once check of one run, counted in the database: of
-// the events the ingress accepted, every one has exactly one inbox row,
-// one order (changed once: version 1) and one outbox row.
+// the events the ingress accepted, every one has exactly one inbox row and
+// one outbox message; every order.created one order, and every order.paid
+// one change of its order (version 2, where an order no event changed has
+// version 1).
 type Check struct {
 	Expected int `json:"expected"`
-	Inbox    int `json:"inbox_rows"`
-	Orders   int `json:"orders"`
-	// OrdersChanged counts orders whose version is not 1: an event applied
-	// twice, or an event of another run touching this run's orders.
-	OrdersChanged int `json:"orders_changed_more_than_once"`
-	Outbox        int `json:"outbox_rows"`
+	// Paid is how many of them were order.paid events (see Options.PaidEvery).
+	Paid   int `json:"paid,omitempty"`
+	Inbox  int `json:"inbox_rows"`
+	Orders int `json:"orders"`
+	// OrdersChanged counts orders whose version is not 1 (paid ones), and
+	// OrdersChangedTwice those above 2: an event applied twice, or an event
+	// of another run touching this run's orders.
+	OrdersChanged      int `json:"orders_changed"`
+	OrdersChangedTwice int `json:"orders_changed_more_than_once"`
+	Outbox             int `json:"outbox_rows"`
 	// DeadLetters counts this run's events in hookbridge.dead_letters (-1
 	// when the table does not exist).
 	DeadLetters int      `json:"dead_letters"`
@@ -62,8 +68,8 @@ func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, run
 	if err := count("demo.orders", func() error {
 		// The demo handler's own table: its SQL stays with the load tool.
 		return pool.QueryRow(ctx, `
-			SELECT count(*), count(*) FILTER (WHERE version <> 1) FROM demo.orders
-			WHERE starts_with(order_id, $1)`, prefix).Scan(&c.Orders, &c.OrdersChanged)
+			SELECT count(*), count(*) FILTER (WHERE version <> 1), count(*) FILTER (WHERE version > 2) FROM demo.orders
+			WHERE starts_with(order_id, $1)`, prefix).Scan(&c.Orders, &c.OrdersChanged, &c.OrdersChangedTwice)
 	}); err != nil {
 		return nil, err
 	}
@@ -89,6 +95,14 @@ func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, run
 	return c, nil
 }
 
+// WithPaid sets how many of the expected events were order.paid events and
+// checks the counts again.
+func (c *Check) WithPaid(paid int) *Check {
+	c.Paid = paid
+	c.evaluate()
+	return c
+}
+
 func (c *Check) evaluate() {
 	c.Problems = nil
 	bad := func(format string, args ...any) { c.Problems = append(c.Problems, fmt.Sprintf(format, args...)) }
@@ -101,11 +115,17 @@ func (c *Check) evaluate() {
 	if c.Inbox != c.Expected {
 		bad("inbox rows = %d, want %d", c.Inbox, c.Expected)
 	}
-	if c.Orders != c.Expected {
-		bad("orders = %d, want %d", c.Orders, c.Expected)
+	if c.Orders != c.Expected-c.Paid {
+		bad("orders = %d, want %d", c.Orders, c.Expected-c.Paid)
 	}
-	if c.OrdersChanged > 0 {
-		bad("%d order(s) changed more than once (version <> 1)", c.OrdersChanged)
+	if c.OrdersChanged > c.Paid {
+		bad("%d order(s) changed more than once (version <> 1 on %d, but %d were paid)", c.OrdersChanged-c.Paid, c.OrdersChanged, c.Paid)
+	}
+	if c.OrdersChanged < c.Paid {
+		bad("%d paid order(s) not changed (version <> 1 on %d, but %d were paid)", c.Paid-c.OrdersChanged, c.OrdersChanged, c.Paid)
+	}
+	if c.OrdersChangedTwice > 0 {
+		bad("%d order(s) changed more than once (version > 2)", c.OrdersChangedTwice)
 	}
 	if c.Outbox != c.Expected {
 		bad("outbox rows = %d, want %d", c.Outbox, c.Expected)

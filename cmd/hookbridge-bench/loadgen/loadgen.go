@@ -51,6 +51,12 @@ type Options struct {
 	// RunID prefixes every event and order id (default bench-<random>), so
 	// runs against a shared database can be told apart.
 	RunID string
+	// PaidEvery, when > 1, makes every PaidEvery-th event an order.paid
+	// of an order whose order.created was answered already (5: 800
+	// created and 200 paid per 1,000 events); while no such order is
+	// waiting it sends an order.created instead. 0 sends order.created
+	// only.
+	PaidEvery int
 
 	// DatabaseURL is the instance's database. With it the run measures
 	// end-to-end latency to the inbox row and, with Check, verifies the
@@ -227,6 +233,10 @@ type Result struct {
 
 	Check *Check `json:"check,omitempty"`
 	RSS   *RSS   `json:"rss,omitempty"`
+	// WAL is what Postgres wrote to its write-ahead log from the first send
+	// until every applied event's outgoing event was relayed and its row
+	// recorded (with a database and the relayed events measured).
+	WAL *WAL `json:"wal,omitempty"`
 }
 
 // Load runs one load: Total signed order.created webhooks with unique
@@ -237,7 +247,7 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	l := &loader{o: o, url: o.URL + "/webhooks/" + o.Source, ingress: newLatencies()}
+	l := &loader{o: o, url: o.URL + "/webhooks/" + o.Source, ingress: newLatencies(), created: make(chan string, 4096)}
 	if _, err := verify.NewStandardWebhooks([]string{o.Secret}, 0); err != nil {
 		return nil, fmt.Errorf("loadgen: secret: %w", err)
 	}
@@ -297,6 +307,13 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		}
 		rss = startRSSOf(func() int64 { return ReadPIDRSS(o.RSSPID) }, 250*time.Millisecond)
 	}
+	var wal0 walMark
+	if pool != nil {
+		var err error
+		if wal0, err = readWAL(ctx, pool); err != nil {
+			return nil, fmt.Errorf("loadgen: %w", err)
+		}
+	}
 	cpu0 := ProcessCPU()
 	busy0, total0, _ := cpuTimes()
 	// Too many events that no retry got accepted (the server unreachable
@@ -342,6 +359,11 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 			res.RelayE2E = &f.relayE2E
 		}
 		res.PollErrors = f.pollErrs
+		if o.Events != nil {
+			if err := l.measureWAL(ctx, pool, wal0, res); err != nil {
+				return res, err
+			}
+		}
 		if f.seen > 1 && f.lastSeen.After(f.firstSeen) {
 			res.ApplyRate = float64(f.seen-1) / f.lastSeen.Sub(f.firstSeen).Seconds()
 		}
@@ -372,10 +394,24 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 			if err != nil {
 				return res, err
 			}
-			res.Check = c
+			res.Check = c.WithPaid(int(l.paid.Load()))
 		}
 	}
 	return res, nil
+}
+
+// measureWAL records the WAL written since wal0 per applied event, once
+// the relay has recorded every row it published.
+func (l *loader) measureWAL(ctx context.Context, pool *pgxpool.Pool, wal0 walMark, res *Result) error {
+	if err := waitOutboxDrained(ctx, pool, 30*time.Second); err != nil {
+		return fmt.Errorf("loadgen: WAL per event: %w", err)
+	}
+	w, err := walSince(ctx, pool, wal0, res.Applied)
+	if err != nil {
+		return fmt.Errorf("loadgen: %w", err)
+	}
+	res.WAL = w
+	return nil
 }
 
 // loader is one run in progress.
@@ -389,7 +425,11 @@ type loader struct {
 	busy    float64
 	abort   context.CancelCauseFunc
 
-	ingress  *latencies
+	ingress *latencies
+	// created holds order ids whose order.created was answered, for
+	// order.paid events (PaidEvery); paid counts those accepted.
+	created  chan string
+	paid     atomic.Int64
 	sent     atomic.Int64
 	answered atomic.Int64
 	accepted atomic.Int64
@@ -459,6 +499,25 @@ func OrderBody(orderID string, n int, now time.Time) []byte {
 		now.UTC().Format(time.RFC3339), orderID, 100+n%100000)
 }
 
+// PaidBody is the demo orders webhook body paying order orderID.
+func PaidBody(orderID string, n int, now time.Time) []byte {
+	return fmt.Appendf(nil, `{"type":"order.paid","timestamp":%q,"data":{"order_id":%q,"amount_cents":%d,"currency":"EUR"}}`,
+		now.UTC().Format(time.RFC3339), orderID, 100+n%100000)
+}
+
+// body is event n's body: an order.created of its own order, or, every
+// PaidEvery-th event, an order.paid of an order already created.
+func (l *loader) body(id string, n int, now time.Time) (body []byte, paidOrder string) {
+	if l.o.PaidEvery > 1 && n%l.o.PaidEvery == l.o.PaidEvery-1 {
+		select {
+		case order := <-l.created:
+			return PaidBody(order, n, now), order
+		default:
+		}
+	}
+	return OrderBody(id, n, now), ""
+}
+
 // send delivers event n, retrying as a sender would; start is when the
 // sender wanted it sent.
 func (l *loader) send(ctx context.Context, n int, start time.Time) {
@@ -467,7 +526,7 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 	// The body is made once: a real sender retries the same bytes. Only
 	// the signature is renewed, when it would soon be too old to verify.
 	signedAt := time.Now()
-	body := OrderBody(id, n, signedAt)
+	body, paidOrder := l.body(id, n, signedAt)
 	var signed http.Header
 	for attempt := 0; ; attempt++ {
 		if signed == nil || time.Since(signedAt) > l.o.ResignAfter {
@@ -497,6 +556,7 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 			if l.tracker != nil {
 				l.tracker.add(id, n, start)
 			}
+			l.noteAnswered(id, paidOrder)
 			return
 		case (err != nil || code == http.StatusTooManyRequests || code >= 500) && attempt < l.o.MaxRetries:
 			l.retries.Add(1)
@@ -510,6 +570,21 @@ func (l *loader) send(ctx context.Context, n int, start time.Time) {
 			}
 			l.answered.Add(1)
 			return
+		}
+	}
+}
+
+// noteAnswered offers a created order to later order.paid events, or
+// counts an accepted order.paid.
+func (l *loader) noteAnswered(id, paidOrder string) {
+	if paidOrder != "" {
+		l.paid.Add(1)
+		return
+	}
+	if l.o.PaidEvery > 1 {
+		select {
+		case l.created <- id:
+		default:
 		}
 	}
 }

@@ -86,10 +86,32 @@ func TestInProcessRunPassesTheCountCheck(t *testing.T) {
 	if res.RSS == nil || res.RSS.PeakKB <= 0 {
 		t.Fatalf("rss %+v", res.RSS)
 	}
+	// Other tests write to the same server, so only a lower bound holds:
+	// 200 inbox rows, orders and outbox rows cannot take less than 200 B
+	// of WAL each.
+	if res.WAL == nil || res.WAL.Bytes < 200*200 || res.WAL.BytesPerEvent < 200 || res.WAL.From == "" || res.WAL.To == "" {
+		t.Fatalf("wal %+v", res.WAL)
+	}
 	var out strings.Builder
 	res.Print(&out)
-	if !strings.Contains(out.String(), "PASS") {
+	if !strings.Contains(out.String(), "PASS") || !strings.Contains(out.String(), "B per event") {
 		t.Fatalf("summary lacks the check:\n%s", out.String())
+	}
+}
+
+// TestPaidEventsPassTheCountCheck mixes order.paid events of orders
+// already created into the load: each changes its order once, and every
+// event still has one inbox row and one outbox message.
+func TestPaidEventsPassTheCountCheck(t *testing.T) {
+	t.Parallel()
+	res, err := loadgen.InProcess(ctx(t), factory(t), loadgen.ConsumerSettings{}, []string{"all"},
+		loadgen.Options{Concurrency: 4, Total: 200, Rate: 400, PaidEvery: 4, Check: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Check
+	if c == nil || !c.OK || c.Paid < 10 || c.Orders != 200-c.Paid || c.OrdersChanged != c.Paid || c.Outbox != 200 || c.Inbox != 200 {
+		t.Fatalf("check = %+v", c)
 	}
 }
 

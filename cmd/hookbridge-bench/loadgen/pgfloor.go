@@ -81,8 +81,9 @@ func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int)
 		CPUPerEventUs: float64(cpu.Microseconds()) / float64(total)}, nil
 }
 
-// markRelayed does the relay's Postgres work for up to limit rows: the
-// claim, the ordering-key heads, marking them sent with made-up stream
+// markRelayed does the relay's Postgres work for up to limit messages:
+// the claim of rows and of packs (the orders handler's apply writes packs),
+// the ordering-key heads, marking them sent with made-up stream
 // sequences, and the commit.
 func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -90,25 +91,48 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
+		packs, err := store.OutboxClaimPacks(ctx, tx, limit)
+		if err != nil {
+			return fmt.Errorf("claim packs: %w", err)
+		}
 		perKey := map[string]int32{}
 		ids := make([]int64, len(rows))
+		var maxSeq int64
 		for i, o := range rows {
 			ids[i] = o.ID
 			if o.OrderingKey != nil {
 				perKey[*o.OrderingKey]++
+				maxSeq = max(maxSeq, *o.KeySeq)
+			}
+		}
+		firsts, lo, hi, seqs := make([]int64, len(packs)), make([]int32, len(packs)), make([]int32, len(packs)), []int64{}
+		for i, p := range packs {
+			firsts[i], lo[i] = p.FirstID, int32(len(seqs)+1)
+			for j := range p.EventIDs {
+				seqs = append(seqs, p.FirstID+int64(j))
+			}
+			hi[i] = int32(len(seqs))
+			for j, k := range p.Keys {
+				if k != nil {
+					perKey[*k]++
+					maxSeq = max(maxSeq, p.KeySeq+int64(j))
+				}
 			}
 		}
 		keys, counts := make([]string, 0, len(perKey)), make([]int32, 0, len(perKey))
 		for k, c := range perKey {
-			keys, counts = append(keys, k), append(counts, c)
+			keys, counts = append(keys, k), append(counts, c+1)
 		}
 		if len(keys) > 0 {
-			if _, err := store.OutboxKeyHeads(ctx, tx, keys, counts); err != nil {
+			if _, _, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, keys, counts, maxSeq+1, firsts); err != nil {
 				return fmt.Errorf("key heads: %w", err)
 			}
 		}
 		b := &pgx.Batch{}
 		store.QueueOutboxMarkSent(b, ids, ids)
+		if len(packs) > 0 {
+			store.QueueOutboxPacksSent(b, firsts, seqs, lo, hi)
+		}
 		return tx.SendBatch(ctx, b).Close()
 	})
 }

@@ -48,6 +48,9 @@ func (r *Result) Print(w io.Writer) {
 			row("pipeline throughput", "%.0f events/s (first send to last inbox row seen)", r.PipelineRate)
 		}
 	}
+	if r.WAL != nil {
+		row("Postgres WAL", "%s (first send to the last relayed row recorded; the whole server's WAL)", r.WAL)
+	}
 	if r.Redelivered != nil {
 		row("JetStream redeliveries", "%d (to the consumer; 0 = no buffered message outlived ack_wait)", *r.Redelivered)
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // SoakOptions configure [Soak]: a steady rate for a long time through
@@ -23,8 +25,10 @@ type SoakOptions struct {
 	// Concurrency is the senders' connections (default 32).
 	Concurrency int
 	// Sample is the RSS sampling interval (default 5s).
-	Sample   time.Duration
-	Progress io.Writer
+	Sample time.Duration
+	// PaidEvery is Options.PaidEvery.
+	PaidEvery int
+	Progress  io.Writer
 }
 
 // SoakSample is both processes' RSS at one moment.
@@ -89,13 +93,21 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		fmt.Fprintf(o.Progress, "soak %4.0fs: hookbridge %4d MiB, nats-server %4d MiB\n", s.AtSeconds, s.ServeRSSKB/1024, s.NATSRSSKB/1024)
 	}
 	sample()
+	nc, err := nats.Connect(e.natsURL, nats.Name("hookbridge-bench"))
+	if err != nil {
+		return nil, fmt.Errorf("connect nats: %w", err)
+	}
+	defer nc.Close()
 	done := make(chan struct{})
 	var load *Result
 	var loadErr error
 	go func() {
 		defer close(done)
+		// With the relayed events measured, the run also counts the WAL
+		// written until every one of them is recorded.
 		load, loadErr = Load(ctx, Options{URL: e.serve.URL, Secret: e.serve.Secret, DatabaseURL: e.db.URL, Check: true,
-			Concurrency: o.Concurrency, Total: int(o.Rate * o.Duration.Seconds()), Rate: o.Rate})
+			Concurrency: o.Concurrency, Total: int(o.Rate * o.Duration.Seconds()), Rate: o.Rate, PaidEvery: o.PaidEvery,
+			Events: NATSEvents(nc)})
 	}()
 	t := time.NewTicker(o.Sample)
 	defer t.Stop()

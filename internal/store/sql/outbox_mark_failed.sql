@@ -1,4 +1,4 @@
-UPDATE hookbridge.outbox o
+UPDATE hookbridge.outbox_rows o
 SET attempts = o.attempts + CASE WHEN u.counted THEN 1 ELSE 0 END,
     last_error = u.err,
     status = CASE WHEN u.permanent OR (u.counted AND o.attempts + 1 >= $5) THEN 'dead' ELSE 'pending' END,

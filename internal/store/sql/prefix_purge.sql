@@ -1,7 +1,8 @@
 -- Removes one self-test run's rows from hookbridge's tables in one
 -- statement: its inbox rows, conflicts, failure counters and dead letters
 -- (of consumer $1 and source $2; conflicts of the source whoever detected them) and its outbox rows ($4: their ids'
--- prefix). Counts of each come back in that order.
+-- prefix; rows, and the packs holding such ids). Counts of each come back
+-- in that order.
 WITH i AS (
 	DELETE FROM hookbridge.inbox WHERE consumer = $1 AND source = $2 AND starts_with(event_id, $3) RETURNING 1
 ), c AS (
@@ -11,6 +12,11 @@ WITH i AS (
 ), d AS (
 	DELETE FROM hookbridge.dead_letters WHERE consumer = $1 AND starts_with(event_id, $3) RETURNING 1
 ), o AS (
-	DELETE FROM hookbridge.outbox WHERE starts_with(event_id, $4) RETURNING 1
+	DELETE FROM hookbridge.outbox_rows WHERE starts_with(event_id, $4) RETURNING 1
+), op AS (
+	DELETE FROM hookbridge.outbox_packs p
+	WHERE EXISTS (SELECT 1 FROM unnest(p.event_ids) AS e WHERE starts_with(e, $4))
+	RETURNING (SELECT count(*) FROM unnest(p.event_ids) AS e WHERE starts_with(e, $4)) AS n
 )
-SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM c), (SELECT count(*) FROM f), (SELECT count(*) FROM d), (SELECT count(*) FROM o)
+SELECT (SELECT count(*) FROM i), (SELECT count(*) FROM c), (SELECT count(*) FROM f), (SELECT count(*) FROM d),
+	(SELECT count(*) FROM o) + (SELECT coalesce(sum(n), 0) FROM op)
