@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // MaxBatch caps the events applied in one transaction. The set-wise path
@@ -97,8 +99,63 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 		}
 		return results
 	}
-	a.narrow(ctx, evs, results)
+	evs, idx, err := a.withoutDeadLettered(ctx, evs, results)
+	if err != nil {
+		failAll(evs, results, err)
+		return results
+	}
+	if len(idx) == 0 {
+		a.narrow(ctx, evs, results)
+		return results
+	}
+	if len(evs) == 0 {
+		return results
+	}
+	rest := make([]Result, len(evs))
+	a.narrow(ctx, evs, rest)
+	for j, i := range idx {
+		results[i] = rest[j]
+	}
 	return results
+}
+
+// withoutDeadLettered settles the redelivered events that already have an
+// unresolved dead letter: their Term was lost, or a member cut off from
+// NATS dead-lettered them while another got them back. Applying one would
+// apply an event its consumer gave up on (and, with an ordering key,
+// after later events of its key). It returns the other events and, when
+// it removed any, their indexes in evs. First deliveries have no dead
+// letter and cost no query.
+func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results []Result) ([]Event, []int, error) {
+	var sources, ids []string
+	for _, ev := range evs {
+		if ev.NumDelivered > 1 {
+			sources, ids = append(sources, ev.Source), append(ids, ev.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return evs, nil, nil
+	}
+	dead := map[inboxKey]bool{}
+	qctx, cancel := a.attempt(ctx)
+	err := store.DeadLettersUnresolvedOf(qctx, a.pool, a.consumer, sources, ids, func(source, id string) { dead[inboxKey{source, id}] = true })
+	cancel()
+	if err != nil {
+		return evs, nil, fmt.Errorf("apply batch: %w: look up dead letters: %w", errBeginFailed, err)
+	}
+	if len(dead) == 0 {
+		return evs, nil, nil
+	}
+	var rest []Event
+	var idx []int
+	for i, ev := range evs {
+		if dead[inboxKey{ev.Source, ev.ID}] {
+			results[i] = Result{Outcome: Duplicate}
+			continue
+		}
+		rest, idx = append(rest, ev), append(idx, i)
+	}
+	return rest, idx, nil
 }
 
 // attempt bounds one transaction attempt.

@@ -1,15 +1,19 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,6 +61,9 @@ type membership struct {
 
 	mu   sync.Mutex
 	self Member
+	// lastOK is when a heartbeat last put the key and listed the
+	// members (unix nanoseconds; 0 before the first).
+	lastOK atomic.Int64
 }
 
 func newMembership(js jetstream.JetStream, consumer string, log *slog.Logger) *membership {
@@ -177,7 +184,19 @@ func (m *membership) beat(ctx context.Context) ([]string, error) {
 	if _, err := kv.Put(ctx, m.key(), m.value()); err != nil {
 		return nil, fmt.Errorf("announce member: %w", err)
 	}
-	return listMembers(ctx, m.js, m.consumer)
+	ids, err := listMembers(ctx, m.js, kv, m.consumer)
+	if err == nil {
+		m.lastOK.Store(time.Now().UnixNano())
+	}
+	return ids, err
+}
+
+// leaseLost reports whether this member's key may have expired: its last
+// successful heartbeat is older than the key's lifetime, so the others
+// may have taken its partitions over.
+func (m *membership) leaseLost() bool {
+	last := m.lastOK.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) > m.ttl
 }
 
 func (m *membership) leave() {
@@ -188,9 +207,13 @@ func (m *membership) leave() {
 	}
 }
 
-// listMembers returns the sorted ids of the live members of consumer: the
-// subjects of the bucket's stream with a message (expired ones have none).
-func listMembers(ctx context.Context, js jetstream.JetStream, consumer string) ([]string, error) {
+// listMembers returns the sorted ids of the live members of consumer:
+// the bucket subjects that hold a message (an expired entry holds none),
+// less those whose last message is the delete marker of a member that
+// left. (A key listing is no substitute: it reads the bucket through a
+// consumer made for the occasion, which misses a key another member
+// rewrites at that moment, and the members seemed to come and go.)
+func listMembers(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, consumer string) ([]string, error) {
 	s, err := js.Stream(ctx, stream.MembersStream)
 	if err != nil {
 		return nil, fmt.Errorf("members stream: %w", err)
@@ -202,7 +225,13 @@ func listMembers(ctx context.Context, js jetstream.JetStream, consumer string) (
 	}
 	var ids []string
 	for subj := range info.State.Subjects {
-		ids = append(ids, strings.TrimPrefix(subj, prefix))
+		id := strings.TrimPrefix(subj, prefix)
+		if _, err := kv.Get(ctx, consumer+"."+id); errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // left: its delete marker stays until the entry expires
+		} else if err != nil {
+			return nil, fmt.Errorf("member %s: %w", id, err)
+		}
+		ids = append(ids, id)
 	}
 	slices.Sort(ids)
 	return ids, nil
@@ -218,7 +247,7 @@ func Members(ctx context.Context, js jetstream.JetStream, consumer string) ([]Me
 	if err != nil {
 		return nil, fmt.Errorf("members bucket: %w", err)
 	}
-	ids, err := listMembers(ctx, js, consumer)
+	ids, err := listMembers(ctx, js, kv, consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -240,20 +269,41 @@ func Members(ctx context.Context, js jetstream.JetStream, consumer string) ([]Me
 	return out, nil
 }
 
-// assign returns the partitions of n that member serves among members
-// (sorted): partition p goes to members[p mod len(members)], so every
-// member gets n/len(members) of them, give or take one. A member that is
-// not in the list yet (its first heartbeat is not listed) counts itself.
+// assign returns the partitions of n that member serves among members.
+// Every member computes the same answer from the same list: each
+// partition goes to the member that ranks it highest (a hash of member
+// and partition) among those below their share, ceil(n / members). So the
+// shares are even, and a member that joins or leaves moves little more
+// than its own share. A member that is not in the list yet (its first
+// heartbeat is not listed) counts itself.
 func assign(members []string, member string, n int) []int {
 	if !slices.Contains(members, member) {
 		members = append(slices.Clone(members), member)
-		slices.Sort(members)
 	}
+	share := (n + len(members) - 1) / len(members)
+	load := make(map[string]int, len(members))
 	var out []int
 	for p := range n {
-		if members[p%len(members)] == member {
-			out = append(out, p)
+		ranked := slices.Clone(members)
+		slices.SortFunc(ranked, func(a, b string) int {
+			return cmp.Or(cmp.Compare(rank(b, p), rank(a, p)), cmp.Compare(a, b))
+		})
+		for _, m := range ranked {
+			if load[m] < share {
+				load[m]++
+				if m == member {
+					out = append(out, p)
+				}
+				break
+			}
 		}
 	}
 	return out
+}
+
+// rank is how much member wants partition p.
+func rank(member string, p int) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(member + "/" + strconv.Itoa(p))) // never fails
+	return h.Sum64()
 }

@@ -98,6 +98,12 @@ type member struct {
 // startMember runs the keyed consumer "versions" as a new member.
 func startMember(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, name string, attempts *sync.Map, batch int) *member {
 	t.Helper()
+	return startMemberWith(t, db, ns, name, attempts, batch, func(*consumer.Options) {})
+}
+
+// startMemberWith is startMember with options changed by set.
+func startMemberWith(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, name string, attempts *sync.Map, batch int, set func(*consumer.Options)) *member {
+	t.Helper()
 	nc, err := nats.Connect(ns.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -107,11 +113,13 @@ func startMember(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.J
 		t.Fatal(err)
 	}
 	dead := new(atomic.Bool)
-	c, err := consumer.New(db.Pool, js, consumer.Options{
+	opts := consumer.Options{
 		Name: "versions", EventTypes: []string{"version.set"}, Handler: versionHandler{member: name, attempts: attempts, dead: dead},
 		Partitions: stream.DefaultPartitions, BatchSize: batch, AckWait: 3 * time.Second, MaxDeliver: 3,
 		Backoff: []time.Duration{50 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	set(&opts)
+	c, err := consumer.New(db.Pool, js, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
@@ -85,6 +87,7 @@ func (g *group) run(ctx context.Context) error {
 	stop := make(chan struct{})
 	var wg conc.WaitGroup
 	wg.Go(func() { g.sched.run(stop, context.WithoutCancel(ctx)) })
+	wg.Go(func() { g.watchLease(ctx) })
 	g.awaitLegacy(ctx)
 	g.members.run(ctx, func(members []string) { g.rebalance(ctx, members) })
 	// The member key is gone: the others start pulling these partitions
@@ -96,6 +99,23 @@ func (g *group) run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// watchLease fences the scheduler while this member's lease may have
+// expired (its heartbeats fail: NATS is unreachable), so that it applies
+// nothing the member that took its partitions over gets back; the fence
+// lifts with the next heartbeat.
+func (g *group) watchLease(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.sched.fence(g.members.leaseLost())
+		}
+	}
 }
 
 // rebalance starts the partitions members assigns to this instance and
@@ -190,17 +210,16 @@ func (g *group) servePartition(ctx context.Context, p int) {
 	} else if len(refs) > 0 {
 		g.sched.seedDead(p, refs)
 	}
-	var cons jetstream.Consumer
+	var pin string
 	delay := 250 * time.Millisecond
 	for ctx.Err() == nil {
-		var err error
-		cons, err = g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
+		cons, err := g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
 		if refused(err) {
 			g.failed(fmt.Errorf("consumer %s: create durable %s: %w", g.c.opts.Name, name, err))
 			break
 		}
 		if err == nil {
-			err = g.pull(ctx, cons, p)
+			pin, err = g.pull(ctx, cons, p)
 		}
 		if ctx.Err() != nil {
 			break
@@ -216,93 +235,167 @@ func (g *group) servePartition(ctx context.Context, p int) {
 		delay = min(2*delay, 30*time.Second)
 	}
 	g.sched.drain(p)
-	g.unpin(name)
+	g.unpin(name, pin)
 }
 
 // unpin gives the partition's pin up, so the member that serves it next
-// gets it now rather than pinnedTTL after the last pull from here.
-func (g *group) unpin(durable string) {
+// gets it now rather than pinnedTTL after the last pull from here. Only
+// this member's own pin (pin, as its messages named it) is given up: by
+// the end of a drain another member may hold the pin already.
+func (g *group) unpin(durable, pin string) {
+	if pin == "" {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s, err := g.js.Stream(ctx, stream.Hooks)
-	if err == nil {
-		err = s.UnpinConsumer(ctx, durable, priorityGroup)
-	}
 	if err != nil {
+		return
+	}
+	c, err := s.Consumer(ctx, durable)
+	if err != nil {
+		return
+	}
+	info, err := c.Info(ctx)
+	if err != nil || !slices.ContainsFunc(info.PriorityGroups, func(pg jetstream.PriorityGroupState) bool { return pg.PinnedClientID == pin }) {
+		return
+	}
+	if err := s.UnpinConsumer(ctx, durable, priorityGroup); err != nil {
 		g.log.Debug("unpin partition", "durable", durable, "err", err)
 	}
 }
 
-// pull feeds partition p's messages to the scheduler until the iterator
-// closes (on ctx's end, after what it had buffered). Each time the pin
-// changes (this instance has just been pinned) the partition is gated
-// until a takeover check finds nothing of it held by another member.
-func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) error {
-	window := max(2*g.c.opts.BatchSize, minPullWindow)
-	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(window, partitionBytes),
-		jetstream.PullExpiry(partitionPullExpiry), jetstream.PullPriorityGroup(priorityGroup))
-	if err != nil {
-		return fmt.Errorf("consumer %s partition %d: pull: %w", g.c.opts.Name, p, err)
-	}
-	stopped := make(chan struct{})
-	defer close(stopped)
-	go func() {
+// partitionWindow is the most messages of one partition an instance
+// holds at once, besides those parked behind messages another member
+// held (keyed.go): an equal share of [Options.Held], the bound an unkeyed
+// instance keeps, over the partitions served here, and at least a batch.
+// A pull asks for the room below it. It bounds what a member that dies
+// leaves to come back after ack_wait, what a drain naks, and the
+// scheduler's work. A key blocked by a failure holds its later events
+// within it: once they fill it, the partition's other keys wait too.
+func (g *group) partitionWindow() int {
+	g.mu.Lock()
+	served := max(len(g.running), 1)
+	g.mu.Unlock()
+	o := g.c.opts
+	return max(o.BatchSize, (o.Held()+served-1)/served)
+}
+
+// puller is one partition's pulls: what it knows of the pin and the
+// deliveries it got, to tell when the partition must be gated.
+type puller struct {
+	g    *group
+	cons jetstream.Consumer
+	p    int
+	// pin is the pin id the last message named; dseq the last delivery
+	// sequence; epoch the scheduler's fence epoch seen.
+	pin    string
+	dseq   uint64
+	epoch  uint64
+	checks conc.WaitGroup
+	ctx    context.Context
+}
+
+// pull feeds partition p's messages to the scheduler until ctx ends
+// (after the pull in flight brings what it has) or the durable is gone.
+// Each pull asks for the room the partition has here, so what the server
+// sends always fits. It returns the pin it held last.
+func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) (string, error) {
+	checkCtx, cancelChecks := context.WithCancel(ctx)
+	pl := &puller{g: g, cons: cons, p: p, ctx: checkCtx, epoch: g.sched.fenceEpoch.Load()}
+	defer func() { cancelChecks(); pl.checks.Wait() }()
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		g.c.gate.wait(ctx)
+		room := g.sched.waitRoom(ctx, p, g.partitionWindow())
+		if ctx.Err() != nil {
+			break
+		}
+		err := pl.fetch(room)
+		switch {
+		case err == nil, errors.Is(err, jetstream.ErrPinIDMismatch):
+			delay = 100 * time.Millisecond
+			continue
+		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
+			return pl.pin, fmt.Errorf("consumer %s partition %d: pull: %w", g.c.opts.Name, p, err)
+		}
+		g.log.Warn("pull failed", "consumer", g.c.opts.Name, "partition", p, "err", err, "retry_in", delay)
 		select {
 		case <-ctx.Done():
-			it.Drain()
-		case <-stopped:
+		case <-time.After(delay):
 		}
-	}()
-	var (
-		pin    string
-		gen    uint64
-		checks conc.WaitGroup
-	)
-	defer checks.Wait()
-	checkCtx, cancelChecks := context.WithCancel(ctx)
-	defer cancelChecks()
-	for {
-		g.c.gate.wait(ctx)
-		msg, err := it.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil
-		}
-		if err != nil {
-			g.log.Warn("pull failed", "consumer", g.c.opts.Name, "partition", p, "err", err)
-			continue
-		}
-		if id := msg.Headers().Get(pinHeader); id != pin {
-			pin = id
-			gen++
-			g.sched.gate(p, gen)
-			checks.Go(func() { g.awaitTakeover(checkCtx, cons, p, gen) })
-		}
-		g.sched.arrive(p, msg)
+		delay = min(2*delay, 5*time.Second)
 	}
+	return pl.pin, nil
+}
+
+// fetch makes one pull of at most room messages and hands them over.
+func (pl *puller) fetch(room int) error {
+	batch, err := pl.cons.Fetch(room, jetstream.FetchMaxWait(pullWait), jetstream.FetchMaxBytes(partitionBytes),
+		jetstream.FetchPriorityGroup(priorityGroup))
+	if err != nil {
+		return err
+	}
+	for msg := range batch.Messages() {
+		pl.observe(msg)
+		pl.g.sched.arrive(pl.p, msg)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		return err
+	}
+	return nil
+}
+
+// observe gates the partition before msg is handed over when messages
+// older than it may be held elsewhere or come back later:
+//   - it is the first delivery this puller sees (a takeover);
+//   - deliveries were lost: a gap in the delivery sequence, which counts
+//     every delivery of the durable whoever got it (a reconnect, a pull
+//     given up before its messages came, or another member pinned in
+//     between);
+//   - a fence dropped what this member held.
+//
+// A new pin without a gap needs nothing: no delivery went elsewhere in
+// between (the pin lapses while a full partition does not pull, and the
+// same member is pinned again). After a new pin with a gap, or a fence,
+// what this member held before may be another's now, so it is dropped.
+func (pl *puller) observe(msg jetstream.Msg) {
+	var dseq uint64
+	if md, err := msg.Metadata(); err == nil {
+		dseq = md.Sequence.Consumer
+	}
+	pin, epoch := msg.Headers().Get(pinHeader), pl.g.sched.fenceEpoch.Load()
+	fresh := pl.dseq == 0
+	gap := !fresh && dseq != pl.dseq+1
+	fenced := epoch != pl.epoch
+	repinned := pin != pl.pin
+	pl.pin, pl.epoch, pl.dseq = pin, epoch, dseq
+	if !fresh && !gap && !fenced {
+		return
+	}
+	gen := pl.g.sched.gens.Add(1)
+	pl.g.sched.gate(pl.p, gen, fresh || fenced || (gap && repinned))
+	pl.checks.Go(func() { pl.g.awaitTakeover(pl.ctx, pl.cons, pl.p, gen) })
 }
 
 // awaitTakeover opens partition p (check gen), which this member was just
-// pinned to. When JetStream counts no more unacked messages of it than
-// this member holds, no other member holds any: it opens at once. Else
-// the messages another member may hold are those between the durable's
-// ack floor and its last delivery that are not here; of these, the ones
-// the inbox shows applied hold nothing back. The keys of the rest wait
-// (they come back after ack_wait, or are found applied or acked on a
+// pinned to or lost deliveries of. When JetStream counts no more unacked
+// messages of it than this member holds, nothing is held elsewhere: it
+// opens at once. Else the messages held elsewhere are among those between
+// the durable's ack floor and its last delivery that are not here; of
+// these, the ones the inbox shows applied hold nothing back. The keys of
+// the rest wait (they come back after ack_wait, or are found acked on a
 // later look), and every other key goes on at once.
 func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p int, gen uint64) {
 	delay := 50 * time.Millisecond
 	start := time.Now()
-	var waiting []foreignMsg // nil until the partition was opened with them
-	opened, logged := false, false
+	var waiting []foreignMsg
+	looks, opened, logged := 0, false, false
 	for ctx.Err() == nil {
-		info, err := cons.Info(ctx)
-		if err == nil {
-			// Read after the server's count: a message that arrives in
-			// between is counted by both, one acked in between only by the
-			// server, so the test errs on the side of waiting.
-			held := g.sched.heldBy(p)
+		if info, here, err := g.pendingElsewhere(ctx, cons, p); err == nil {
+			looks++
 			switch {
-			case int64(info.NumAckPending) <= held:
+			case info.NumAckPending <= here:
 				if !opened {
 					g.sched.open(p, gen)
 				} else if len(waiting) > 0 {
@@ -312,7 +405,9 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 					g.log.Info("partition taken over", "consumer", g.c.opts.Name, "partition", p, "waited", time.Since(start).Round(time.Millisecond))
 				}
 				return
-			case !opened:
+			case !opened && looks > 1:
+				// The first look may count this member's own deliveries
+				// still on their way; past it, read what is missing.
 				if foreign, err := g.foreignUnapplied(ctx, info, p); err == nil {
 					g.sched.openForeign(p, gen, foreign)
 					opened, waiting = true, foreign
@@ -324,10 +419,10 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 				} else if !logged && time.Since(start) > time.Second {
 					logged = true
 					g.log.Info("partition taken over; waiting for messages another member held (they return after ack_wait)",
-						"consumer", g.c.opts.Name, "partition", p, "elsewhere", int64(info.NumAckPending)-held, "err", err)
+						"consumer", g.c.opts.Name, "partition", p, "elsewhere", info.NumAckPending-here, "err", err)
 				}
-			default:
-				waiting = g.recheckForeign(ctx, p, info.AckFloor.Stream, waiting)
+			case opened:
+				waiting = g.recheckForeign(p, info.AckFloor.Stream, waiting)
 			}
 		}
 		select {
@@ -336,6 +431,21 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// pendingElsewhere reads the durable's state and how many of its unacked
+// messages this member surely holds: those that arrived before the
+// request, less those settled by the time of the answer. A message that
+// arrives meanwhile is not counted here, one acked meanwhile is, so the
+// count errs on the side of waiting.
+func (g *group) pendingElsewhere(ctx context.Context, cons jetstream.Consumer, p int) (*jetstream.ConsumerInfo, int, error) {
+	c := &g.sched.counters[p]
+	arrived := c.arrived.Load()
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	return info, int(int64(arrived) - int64(c.settled.Load())), nil
 }
 
 // maxForeignScan bounds the messages a takeover reads to find the keys
@@ -404,9 +514,9 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 // recheckForeign resolves the foreign messages now below the durable's
 // ack floor and returns the rest. (Those that come back are resolved by
 // the scheduler as they arrive; resolving one twice changes nothing.)
-func (g *group) recheckForeign(ctx context.Context, p int, floor uint64, waiting []foreignMsg) []foreignMsg {
+func (g *group) recheckForeign(p int, floor uint64, waiting []foreignMsg) []foreignMsg {
 	var done []uint64
-	rest := waiting[:0]
+	var rest []foreignMsg
 	for _, f := range waiting {
 		if f.seq <= floor {
 			done = append(done, f.seq)

@@ -178,10 +178,11 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 		return retry
 	}
 	if n == 0 {
-		// Another delivery of this message applied or dead-lettered it;
-		// the server ignores a nak of a settled message.
+		// Another delivery of this message applied or dead-lettered it:
+		// it is settled. (Retried instead, a keyed event whose dead
+		// letter exists would be retried in place for ever.)
 		c.opts.Logger.Debug("event failed after another delivery settled it", attrs...)
-		return retry
+		return action{kind: ack}
 	}
 	attrs = append(attrs, "failures", n)
 	if n >= c.opts.MaxDeliver {

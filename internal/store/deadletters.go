@@ -9,25 +9,26 @@ import (
 )
 
 var (
-	sqlDeadLetterInsert      = load("dead_letter_insert.sql")
-	sqlDeadLettersList       = load("dead_letters_list.sql")
-	sqlDeadLetterGet         = load("dead_letter_get.sql")
-	sqlDeadLetterResolve     = load("dead_letter_resolve.sql")
-	sqlDeadLetterNoteError   = load("dead_letter_note_error.sql")
-	sqlDeadLetterLock        = load("dead_letter_lock.sql")
-	sqlDeadLettersUnresolved = load("dead_letters_unresolved.sql")
-	sqlFailureClear          = load("failure_clear.sql")
-	sqlFailureClearMany      = load("failure_clear_many.sql")
-	sqlFailureCount          = load("failure_count.sql")
-	sqlMessageLock           = load("message_lock.sql")
-	sqlDeadLettersPage       = load("dead_letters_page.sql")
-	sqlDeadLetterDiscard     = load("dead_letter_discard.sql")
-	sqlDeadLettersForEvent   = load("dead_letters_for_event.sql")
-	sqlDeadLetterPassed      = load("dead_letter_passed.sql")
-	sqlDeadLettersUnpassed   = load("dead_letters_unpassed.sql")
-	sqlFailuresForEvent      = load("failures_for_event.sql")
-	sqlFailuresList          = load("failures_list.sql")
-	sqlFailuresByConsumer    = load("failures_by_consumer.sql")
+	sqlDeadLetterInsert        = load("dead_letter_insert.sql")
+	sqlDeadLettersList         = load("dead_letters_list.sql")
+	sqlDeadLetterGet           = load("dead_letter_get.sql")
+	sqlDeadLetterResolve       = load("dead_letter_resolve.sql")
+	sqlDeadLetterNoteError     = load("dead_letter_note_error.sql")
+	sqlDeadLetterLock          = load("dead_letter_lock.sql")
+	sqlDeadLettersUnresolved   = load("dead_letters_unresolved.sql")
+	sqlFailureClear            = load("failure_clear.sql")
+	sqlFailureClearMany        = load("failure_clear_many.sql")
+	sqlFailureCount            = load("failure_count.sql")
+	sqlMessageLock             = load("message_lock.sql")
+	sqlDeadLettersPage         = load("dead_letters_page.sql")
+	sqlDeadLetterDiscard       = load("dead_letter_discard.sql")
+	sqlDeadLettersForEvent     = load("dead_letters_for_event.sql")
+	sqlDeadLetterPassed        = load("dead_letter_passed.sql")
+	sqlDeadLettersUnpassed     = load("dead_letters_unpassed.sql")
+	sqlDeadLettersUnresolvedOf = load("dead_letters_unresolved_of.sql")
+	sqlFailuresForEvent        = load("failures_for_event.sql")
+	sqlFailuresList            = load("failures_list.sql")
+	sqlFailuresByConsumer      = load("failures_by_consumer.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -71,6 +72,24 @@ func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
 		d.Consumer, d.Source, d.EventID, d.EventType, d.Subject, int64(d.StreamSeq), d.Deliveries,
 		d.Reason, d.LastError, body, d.OrderingKey)
 	return err
+}
+
+// DeadLettersUnresolvedOf calls found for each of the events (sources[i],
+// ids[i]) that has an unresolved dead letter of consumer.
+func DeadLettersUnresolvedOf(ctx context.Context, q Querier, consumer string, sources, ids []string, found func(source, id string)) error {
+	rows, err := q.Query(ctx, sqlDeadLettersUnresolvedOf, consumer, sources, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var source, id string
+		if err := rows.Scan(&source, &id); err != nil {
+			return err
+		}
+		found(source, id)
+	}
+	return rows.Err()
 }
 
 // KeyedDeadLetter is an unresolved dead letter of a keyed event.
