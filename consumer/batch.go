@@ -127,18 +127,17 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 // it removed any, their indexes in evs. First deliveries have no dead
 // letter and cost no query.
 func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results []Result) ([]Event, []int, error) {
-	var sources, ids []string
+	var redelivered []store.MessageKey
 	for _, ev := range evs {
 		if ev.NumDelivered > 1 {
-			sources, ids = append(sources, ev.Source), append(ids, ev.ID)
+			redelivered = append(redelivered, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq})
 		}
 	}
-	if len(ids) == 0 {
+	if len(redelivered) == 0 {
 		return evs, nil, nil
 	}
-	dead := map[inboxKey]bool{}
 	qctx, cancel := a.attempt(ctx)
-	err := store.DeadLettersUnresolvedOf(qctx, a.pool, a.consumer, sources, ids, func(source, id string) { dead[inboxKey{source, id}] = true })
+	dead, err := store.DeadLettersUnresolvedOf(qctx, a.pool, a.consumer, redelivered)
 	cancel()
 	if err != nil {
 		return evs, nil, fmt.Errorf("apply batch: %w: look up dead letters: %w", errBeginFailed, err)
@@ -149,7 +148,7 @@ func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results 
 	var rest []Event
 	var idx []int
 	for i, ev := range evs {
-		if dead[inboxKey{ev.Source, ev.ID}] {
+		if dead[ev.StreamSeq] {
 			results[i] = Result{Outcome: Duplicate}
 			continue
 		}

@@ -76,20 +76,25 @@ func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
 
 // DeadLettersUnresolvedOf calls found for each of the events (sources[i],
 // ids[i]) that has an unresolved dead letter of consumer.
-func DeadLettersUnresolvedOf(ctx context.Context, q Querier, consumer string, sources, ids []string, found func(source, id string)) error {
-	rows, err := q.Query(ctx, sqlDeadLettersUnresolvedOf, consumer, sources, ids)
+func DeadLettersUnresolvedOf(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+	sources, ids, seqs := make([]string, len(msgs)), make([]string, len(msgs)), make([]int64, len(msgs))
+	for i, m := range msgs {
+		sources[i], ids[i], seqs[i] = m.Source, m.EventID, int64(m.StreamSeq)
+	}
+	rows, err := q.Query(ctx, sqlDeadLettersUnresolvedOf, consumer, sources, ids, seqs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	dead := map[uint64]bool{}
 	for rows.Next() {
-		var source, id string
-		if err := rows.Scan(&source, &id); err != nil {
-			return err
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
 		}
-		found(source, id)
+		dead[uint64(seq)] = true
 	}
-	return rows.Err()
+	return dead, rows.Err()
 }
 
 // KeyedDeadLetter is an unresolved dead letter of a keyed event.
