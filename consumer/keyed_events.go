@@ -159,7 +159,6 @@ func (s *keyedScheduler) onArrive(p int, msg jetstream.Msg) {
 	}
 	ps.held[km.seq] = km
 	s.counters[p].arrived.Add(1)
-	s.resolveForeign(ps, km.seq) // it came back: it is held here now
 	if ps.gated {
 		ps.staged = append(ps.staged, km)
 		return
@@ -259,6 +258,12 @@ func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
 		i--
 	}
 	st.queue = slices.Insert(st.queue, i, km)
+	// A message another member held is back once it is in its key's
+	// queue, not when it arrives: staged behind a gate, it is not.
+	if _, ok := ps.foreign[km.seq]; ok {
+		delete(ps.foreign, km.seq)
+		st.foreign--
+	}
 	s.repark(st)
 	s.markReady(km.key, st)
 }
