@@ -159,9 +159,9 @@ type keyedScheduler struct {
 	readyQ   []string
 	retries  retryHeap
 	inflight int
-	// dead remembers, per key, the last dead-lettered message whose
-	// later events have not applied yet.
-	dead map[string]deadRef
+	// dead remembers, per key, the dead-lettered messages no later event
+	// of the key has applied after yet.
+	dead map[string][]deadRef
 }
 
 func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackWait time.Duration, log *slog.Logger) *keyedScheduler {
@@ -171,7 +171,7 @@ func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackW
 		counters: make([]partCounters, partitions),
 		keys:     map[string]*keyState{},
 		parts:    map[int]*partState{},
-		dead:     map[string]deadRef{},
+		dead:     map[string][]deadRef{},
 	}
 	for i := range s.counters {
 		s.counters[i].room = make(chan struct{}, 1)

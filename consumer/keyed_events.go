@@ -134,9 +134,7 @@ func (s *keyedScheduler) handle(ev schedEvent) {
 		s.onBatchDone(ev.batch)
 	case evDead:
 		for _, d := range ev.dead {
-			if _, known := s.dead[d.key]; !known {
-				s.dead[d.key] = d
-			}
+			s.rememberDead(d)
 		}
 	case evFence:
 		s.onFence(ev.fence)
@@ -339,16 +337,30 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 // it that a later event of the key applied.
 func (s *keyedScheduler) notePassed(km *kmsg, kind actionKind) {
 	if kind == term {
-		s.dead[km.key] = deadRefOf(km)
+		s.rememberDead(deadRefOf(km))
 		return
 	}
-	d, ok := s.dead[km.key]
-	if !ok || d.StreamSeq >= km.seq {
-		return
+	var rest []deadRef
+	for _, d := range s.dead[km.key] {
+		if d.StreamSeq >= km.seq {
+			rest = append(rest, d)
+			continue
+		}
+		if s.passed != nil {
+			s.bg.Go(func() { s.passed(context.Background(), d, km) })
+		}
 	}
-	delete(s.dead, km.key)
-	if s.passed != nil {
-		s.bg.Go(func() { s.passed(context.Background(), d, km) })
+	if len(rest) == 0 {
+		delete(s.dead, km.key)
+	} else {
+		s.dead[km.key] = rest
+	}
+}
+
+// rememberDead adds d to its key's dead letters, once.
+func (s *keyedScheduler) rememberDead(d deadRef) {
+	if !slices.ContainsFunc(s.dead[d.key], func(o deadRef) bool { return o.StreamSeq == d.StreamSeq }) {
+		s.dead[d.key] = append(s.dead[d.key], d)
 	}
 }
 
@@ -462,8 +474,8 @@ func (s *keyedScheduler) finishDrains() {
 			}
 			delete(s.keys, key)
 		}
-		for key, d := range s.dead {
-			if d.partition == p {
+		for key, ds := range s.dead {
+			if len(ds) > 0 && ds[0].partition == p {
 				delete(s.dead, key)
 			}
 		}

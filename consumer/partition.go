@@ -204,12 +204,6 @@ func (g *group) durableConfig(p int) jetstream.ConsumerConfig {
 func (g *group) servePartition(ctx context.Context, p int) {
 	name := stream.PartitionDurable(g.c.opts.Name, p)
 	g.sched.add(p)
-	if refs, err := g.c.unpassedDeadLetters(ctx, p, g.partitions); err != nil {
-		g.log.Warn("partition: could not read its dead letters; a later event will not mark them passed",
-			"consumer", g.c.opts.Name, "partition", p, "err", errtext.ForLog(err))
-	} else if len(refs) > 0 {
-		g.sched.seedDead(p, refs)
-	}
 	var pin string
 	delay := 250 * time.Millisecond
 	for ctx.Err() == nil {
@@ -397,6 +391,7 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 			switch {
 			case info.NumAckPending <= here:
 				if !opened {
+					g.seedDead(ctx, p)
 					g.sched.open(p, gen)
 				} else if len(waiting) > 0 {
 					g.sched.resolve(p, seqsOf(waiting))
@@ -409,6 +404,7 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 				// The first look may count this member's own deliveries
 				// still on their way; past it, read what is missing.
 				if foreign, err := g.foreignUnapplied(ctx, info, p); err == nil {
+					g.seedDead(ctx, p)
 					g.sched.openForeign(p, gen, foreign)
 					opened, waiting = true, foreign
 					if len(foreign) > 0 {
@@ -430,6 +426,22 @@ func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p in
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, time.Second)
+	}
+}
+
+// seedDead hands the scheduler the dead letters of p's keys that no
+// later event has passed yet, read as a gate opens: by then a member that
+// served p before has committed the dead letters of its last batches, so
+// the first later event applied here marks them passed.
+func (g *group) seedDead(ctx context.Context, p int) {
+	refs, err := g.c.unpassedDeadLetters(ctx, p, g.partitions)
+	if err != nil {
+		g.log.Warn("partition: could not read its dead letters; a later event will not mark them passed",
+			"consumer", g.c.opts.Name, "partition", p, "err", errtext.ForLog(err))
+		return
+	}
+	if len(refs) > 0 {
+		g.sched.seedDead(p, refs)
 	}
 }
 
