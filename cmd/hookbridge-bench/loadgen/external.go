@@ -43,7 +43,11 @@ type ExternalOptions struct {
 	// PaidEvery is Options.PaidEvery for the all-roles runs.
 	PaidEvery int
 	// NoHalf skips the end-to-end latency run at half the maximum.
-	NoHalf   bool
+	NoHalf bool
+	// Ordering adds, to every round, closed-loop runs of the demo source
+	// without its ordering key and with other partition counts, against
+	// the default (keyed, stream.DefaultPartitions) in the same round.
+	Ordering bool
 	Progress io.Writer
 }
 
@@ -98,7 +102,14 @@ const (
 	xPGWork         = "postgres CPU per event, its writes alone"
 	xWAL            = "postgres WAL bytes per event"
 	xCeiling        = "applied ceiling (floor ingress + postgres writes alone)"
+	xUnkeyed        = "applied, demo source without ordering key"
 )
+
+// orderingPartitions are the partition counts an Ordering run compares
+// with the default.
+var orderingPartitions = []int{1, 4, 64}
+
+func partitionsName(n int) string { return fmt.Sprintf("applied, keyed, %d partitions", n) }
 
 // RunExternal runs the rounds and returns the medians, ratios and targets.
 func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
@@ -111,6 +122,9 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 	}}}
 	x := &external{o: o, s: s}
 	steps := []func(context.Context) error{x.floor, x.raw, x.pgWork, x.ingressOnly, x.maxAndHalf}
+	if o.Ordering {
+		steps = append(steps, x.orderingVariants)
+	}
 	sampleBusy := func(ctx context.Context) (float64, error) { return MachineBusy(ctx, time.Second) }
 	if err := s.runRounds(ctx, "external", o.Rounds, steps, sampleBusy); err != nil {
 		return nil, err
@@ -120,6 +134,12 @@ func RunExternal(ctx context.Context, o ExternalOptions) (*SuiteResult, error) {
 	x.ceiling()
 	s.ratio(xCeiling, xRaw, "", nil)
 	s.ratio(xApplied, xCeiling, "", nil)
+	if o.Ordering {
+		s.ratio(xApplied, xUnkeyed, "≥ 0.80", func(v float64) bool { return v >= 0.8 })
+		for _, n := range orderingPartitions {
+			s.ratio(partitionsName(n), xApplied, "", nil)
+		}
+	}
 	if m := s.by[xHalfP99]; m != nil {
 		s.res.Targets = append(s.res.Targets, Target{Name: xHalfP99, Goal: "< 50 ms", Value: m.Median, Met: m.Median < 50})
 	}
@@ -145,6 +165,8 @@ type externalEnv struct {
 	natsURL string
 	db      *pgtemp.Database
 	serve   *serveProcess
+	// demo, when set, replaces the default configuration's demo source.
+	demo *demoConfig
 }
 
 func (x *external) startEnv(ctx context.Context, withDB bool) (*externalEnv, error) {
@@ -172,7 +194,7 @@ func (e *externalEnv) startServe(ctx context.Context, exe string, roles ...strin
 		dbURL = e.db.URL
 	}
 	var err error
-	e.serve, err = startServeProcess(ctx, exe, e.dir, e.natsURL, dbURL, roles)
+	e.serve, err = startServeProcess(ctx, exe, e.dir, e.natsURL, dbURL, e.demo, roles)
 	return err
 }
 
@@ -353,11 +375,18 @@ func measureStorage(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStr
 // allRoles runs total events at rate (0: closed loop) through serve with
 // the default configuration and every role, and checks the counts.
 func (x *external) allRoles(ctx context.Context, rate float64) (*ExternalRun, error) {
+	return x.allRolesWith(ctx, rate, nil)
+}
+
+// allRolesWith is allRoles with serve configured by demo (nil: the
+// default configuration).
+func (x *external) allRolesWith(ctx context.Context, rate float64, demo *demoConfig) (*ExternalRun, error) {
 	e, err := x.startEnv(ctx, true)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close() //nolint:errcheck // best effort
+	e.demo = demo
 	if err := e.startServe(ctx, x.o.Exe); err != nil {
 		return nil, err
 	}
@@ -515,4 +544,32 @@ func cpuDelta(before, after map[int32]time.Duration) time.Duration {
 		d += cpu - before[pid]
 	}
 	return d
+}
+
+// orderingVariants measures the demo source without its ordering key and
+// with other partition counts, each a closed-loop run of its own.
+func (x *external) orderingVariants(ctx context.Context) error {
+	variants := []struct {
+		name string
+		demo demoConfig
+	}{{xUnkeyed, demoConfig{Unkeyed: true}}}
+	for _, n := range orderingPartitions {
+		variants = append(variants, struct {
+			name string
+			demo demoConfig
+		}{partitionsName(n), demoConfig{Partitions: n}})
+	}
+	for _, v := range variants {
+		m, err := x.allRolesWith(ctx, 0, &v.demo)
+		if m != nil {
+			m.Name = v.name
+			x.s.res.Runs = append(x.s.res.Runs, m)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		fmt.Fprintf(x.o.Progress, "external: %s: applied %.0f events/s; check %s\n", v.name, m.AppliedFromFirstSend, m.Check)
+		x.s.record(v.name, "events/s", m.AppliedFromFirstSend)
+	}
+	return nil
 }

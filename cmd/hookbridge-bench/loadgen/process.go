@@ -151,7 +151,7 @@ type serveProcess struct {
 // configuration file, no HOOKBRIDGE_* variable inherited) except the NATS
 // URL, the database, a free loopback HTTP port, a random secret for the
 // demo source and roles; it returns once /readyz answers 200.
-func startServeProcess(ctx context.Context, exe, dir, natsURL, dbURL string, roles []string) (*serveProcess, error) {
+func startServeProcess(ctx context.Context, exe, dir, natsURL, dbURL string, demo *demoConfig, roles []string) (*serveProcess, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -165,10 +165,18 @@ func startServeProcess(ctx context.Context, exe, dir, natsURL, dbURL string, rol
 	for _, r := range roles {
 		args = append(args, "--role", r)
 	}
-	p, err := startProcess("hookbridge serve", exe, args, cleanEnv([]string{
+	env := []string{
 		"HOOKBRIDGE_NATS_URL=" + natsURL, "HOOKBRIDGE_DATABASE_URL=" + dbURL, "HOOKBRIDGE_HTTP_ADDR=" + addr,
 		"HOOKBRIDGE_DEMO_SECRET=" + secret, "HOOKBRIDGE_DATA_DIR=" + filepath.Join(dir, "data"),
-	}), filepath.Join(dir, "serve.log"), nil)
+	}
+	if demo != nil {
+		path := filepath.Join(dir, "hookbridge.yaml")
+		if err := os.WriteFile(path, demo.yaml(secret), 0o600); err != nil {
+			return nil, err
+		}
+		env = append(env, "HOOKBRIDGE_CONFIG="+path)
+	}
+	p, err := startProcess("hookbridge serve", exe, args, cleanEnv(env), filepath.Join(dir, "serve.log"), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -211,4 +219,26 @@ func cleanEnv(extra []string) []string {
 		env = append(env, kv)
 	}
 	return append(env, extra...)
+}
+
+// demoConfig is a configuration file that declares the default demo
+// source and orders consumer with one change: no ordering key, or
+// another partition count.
+type demoConfig struct {
+	Unkeyed    bool
+	Partitions int
+}
+
+func (d demoConfig) yaml(secret string) []byte {
+	key := "{pointer: /data/order_id}"
+	if d.Unkeyed {
+		key = "none"
+	}
+	var b strings.Builder
+	if d.Partitions > 0 {
+		fmt.Fprintf(&b, "streams:\n  partitions: %d\n", d.Partitions)
+	}
+	fmt.Fprintf(&b, "sources:\n  - name: demo\n    scheme: standard-webhooks\n    secrets: [%q]\n    ordering_key: %s\n", secret, key)
+	b.WriteString("consumers:\n  - name: orders\n    handler: orders\n    sources: [demo]\n")
+	return []byte(b.String())
 }
