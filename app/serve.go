@@ -616,8 +616,8 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 // (pool_max_conns): a connection for every batch the consumers may apply
 // at once, plus a few for the relay, the conflict recorder, the failure
 // counters and the health checks. pgxpool's own default (the number of
-// CPUs, at least 4) made the consumers' workers queue for connections
-// behind each other and the relay on small machines.
+// CPUs, at least 4) would make the consumers' workers queue for
+// connections behind each other and the relay on small machines.
 func (s *Server) poolSize() int32 {
 	n := 0
 	if s.roles[RoleConsumer] {

@@ -73,8 +73,9 @@ type Options struct {
 	// request over the bound is answered 503 with Retry-After at once.
 	MaxInFlight int
 	// MaxBodyMemory bounds the bytes of all bodies being read or held at
-	// once (default MaxInFlight × MaxBodyBytes with the default
-	// MaxInFlight, the bound bodies had before; negative means no bound).
+	// once (default [DefaultMaxInFlight] × MaxBodyBytes: room for a body at
+	// the limit in every slot of the default MaxInFlight; negative means
+	// no bound).
 	// A body that would go over it is answered 503 overloaded. It must
 	// hold one body at MaxBodyBytes plus a byte; New refuses less.
 	MaxBodyMemory int64

@@ -50,7 +50,9 @@ type runtime struct {
 }
 
 // run parses args and runs the load; it returns the exit code (0 done, 1
-// failed, 2 bad command line), as `hookbridge bench` did.
+// failed, 2 bad command line): the hookbridge commands' codes, so a script
+// that drove the load as `hookbridge bench` (docs/PERFORMANCE.md) reads
+// this tool's alike.
 func run(args []string) int {
 	var c command
 	parser, err := newParser(&c, kong.Exit(func(code int) { os.Exit(code) }))
