@@ -470,13 +470,31 @@ func (cc *ConsumerConfig) Types(handlers Handlers) []string {
 	return handlers[cc.Handler].EventTypes
 }
 
-// Validate checks the configuration, reads secrets from the environment
-// and files, and names the offending key in every error.
+// complain records a configuration error naming the offending key.
+type complain func(key, format string, args ...any)
+
+// Validate resolves the admin token and the sources' secrets (from the
+// environment and files) and checks the configuration, naming the
+// offending key in every error. The steps run in a fixed order, each
+// resolving what the checks after it read, so the errors come in the
+// order of the keys.
 func (c *Config) Validate(env Env, handlers Handlers) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
 	}
+	c.validateLimits(bad)
+	c.resolveAdminToken(bad)
+	c.validateAdmin(bad)
+	c.validateStreams(bad)
+	c.validateTelemetry(bad)
+	sources := c.validateSources(env, bad)
+	c.validateConsumers(handlers, sources, bad)
+	return errors.Join(errs...)
+}
+
+// validateLimits checks the body limit and the inbox's retention.
+func (c *Config) validateLimits(bad complain) {
 	if c.MaxBodyBytes < 0 {
 		bad("max_body_bytes", "must be positive")
 	}
@@ -489,31 +507,48 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 		// its inbox row it would be applied a second time.
 		bad("inbox_retention", "%s is shorter than streams.max_age (%s): replays could apply an event twice", retention, maxAge)
 	}
-	if c.AdminToken == "" && c.AdminTokenFile != "" {
-		b, err := os.ReadFile(c.AdminTokenFile)
-		if err != nil {
-			bad("admin_token_file", "cannot read %s: %v", c.AdminTokenFile, errors.Unwrap(err))
-		} else {
-			first, _, _ := strings.Cut(string(b), "\n") // the token is the file's first line
-			if c.adminToken = strings.TrimSpace(first); c.adminToken == "" {
-				bad("admin_token_file", "%s is empty", c.AdminTokenFile)
-			}
-		}
-	} else {
+}
+
+// resolveAdminToken sets the admin token from admin_token, or else from
+// the first line of admin_token_file.
+func (c *Config) resolveAdminToken(bad complain) {
+	if c.AdminToken != "" || c.AdminTokenFile == "" {
 		c.adminToken = strings.TrimSpace(c.AdminToken)
+		return
 	}
+	b, err := os.ReadFile(c.AdminTokenFile)
+	if err != nil {
+		bad("admin_token_file", "cannot read %s: %v", c.AdminTokenFile, errors.Unwrap(err))
+		return
+	}
+	first, _, _ := strings.Cut(string(b), "\n") // the token is the file's first line
+	if c.adminToken = strings.TrimSpace(first); c.adminToken == "" {
+		bad("admin_token_file", "%s is empty", c.AdminTokenFile)
+	}
+}
+
+// validateAdmin checks the resolved admin token and its listener.
+func (c *Config) validateAdmin(bad complain) {
 	if c.adminToken != "" && !strings.HasSuffix(c.AdminAddr, ":0") && (c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr) {
 		bad("admin_addr", "%s is also the webhook or metrics address; the admin API needs a listener of its own", c.AdminAddr)
 	}
 	if c.adminToken != "" && len(c.adminToken) < 16 {
 		bad("admin_token", "must be at least 16 characters (try: openssl rand -hex 32)")
 	}
+}
+
+// validateStreams checks the streams block.
+func (c *Config) validateStreams(bad complain) {
 	if c.Streams.Partitions < 0 || c.Streams.Partitions > stream.MaxPartitions {
 		bad("streams.partitions", "must be between 1 and %d", stream.MaxPartitions)
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")
 	}
+}
+
+// validateTelemetry checks the tracing block and the log settings.
+func (c *Config) validateTelemetry(bad complain) {
 	if c.Tracing.OTLPEndpoint != "" {
 		if _, err := tracing.TracesURL(c.Tracing.OTLPEndpoint); err != nil {
 			bad("tracing.otlp_endpoint", "%v", err)
@@ -530,6 +565,11 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("log_level", "%v", err)
 	}
+}
+
+// validateSources resolves each source's secrets and checks the source;
+// it returns the names declared, which consumers may refer to.
+func (c *Config) validateSources(env Env, bad complain) map[string]bool {
 	seen := map[string]bool{}
 	for i := range c.Sources {
 		s := &c.Sources[i]
@@ -544,43 +584,61 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 			bad(key+".name", "%q declared twice", s.Name)
 		}
 		seen[s.Name] = true
-		s.secretsRead = append([]string(nil), s.Secrets...)
-		for _, name := range s.SecretEnv {
-			v, ok := env(name)
-			if !ok || v == "" {
-				bad(key+".secret_env", "environment variable %s is not set", name)
-				continue
-			}
-			s.secretsRead = append(s.secretsRead, v)
-		}
-		for _, path := range s.SecretFile {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				bad(key+".secret_file", "cannot read %s: %v", path, errors.Unwrap(err))
-				continue
-			}
-			s.secretsRead = append(s.secretsRead, strings.TrimSpace(string(b)))
-		}
+		s.resolveSecrets(key, env, bad)
 		if len(s.secretsRead) == 0 {
 			bad(key+".secrets", "no secret (set secrets, secret_env or secret_file)")
+			continue // without a secret there is no verifier to check
+		}
+		s.validateIngress(key, bad)
+	}
+	return seen
+}
+
+// resolveSecrets sets the source's secrets: the inline ones, then those
+// of its environment variables, then those of its files.
+func (s *SourceConfig) resolveSecrets(key string, env Env, bad complain) {
+	s.secretsRead = append([]string(nil), s.Secrets...)
+	for _, name := range s.SecretEnv {
+		v, ok := env(name)
+		if !ok || v == "" {
+			bad(key+".secret_env", "environment variable %s is not set", name)
 			continue
 		}
-		if _, err := s.verifier(); err != nil {
-			bad(key+".scheme", "%v", err)
+		s.secretsRead = append(s.secretsRead, v)
+	}
+	for _, path := range s.SecretFile {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			bad(key+".secret_file", "cannot read %s: %v", path, errors.Unwrap(err))
+			continue
 		}
-		for name, f := range map[string]*FieldConfig{"event_id": s.EventID, "event_type": s.EventType} {
-			if f != nil {
-				if err := f.field().Validate(); err != nil {
-					bad(key+"."+name, "%v", err)
-				}
-			}
-		}
-		if f := s.orderingKey(); f != nil {
-			if err := f.Validate(); err != nil {
-				bad(key+".ordering_key", "%v", err)
+		s.secretsRead = append(s.secretsRead, strings.TrimSpace(string(b)))
+	}
+}
+
+// validateIngress checks what the ingress builds from the source: its
+// verifier and the fields it reads from deliveries.
+func (s *SourceConfig) validateIngress(key string, bad complain) {
+	if _, err := s.verifier(); err != nil {
+		bad(key+".scheme", "%v", err)
+	}
+	for name, f := range map[string]*FieldConfig{"event_id": s.EventID, "event_type": s.EventType} {
+		if f != nil {
+			if err := f.field().Validate(); err != nil {
+				bad(key+"."+name, "%v", err)
 			}
 		}
 	}
+	if f := s.orderingKey(); f != nil {
+		if err := f.Validate(); err != nil {
+			bad(key+".ordering_key", "%v", err)
+		}
+	}
+}
+
+// validateConsumers checks each consumer against the handlers and the
+// declared sources.
+func (c *Config) validateConsumers(handlers Handlers, sources map[string]bool, bad complain) {
 	names := map[string]bool{}
 	for i, cc := range c.Consumers {
 		key := fmt.Sprintf("consumers[%d]", i)
@@ -591,49 +649,58 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 			bad(key+".name", "%q declared twice", cc.Name)
 		}
 		names[cc.Name] = true
-		switch _, ok := handlers[cc.Handler]; {
-		case cc.SQL != nil && cc.Handler != "":
-			bad(key, "names both handler and sql: a consumer is a Go handler or SQL statements, not both")
-		case cc.SQL != nil:
-			c.validateSQL(key, &cc, handlers, bad)
-		case !ok:
-			bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
-		}
-		for _, src := range cc.Sources {
-			if !seen[src] {
-				bad(key+".sources", "%q is not a declared source", src)
-			}
-		}
-		for _, t := range cc.EventTypes {
-			// The provider's own spelling ("orders/create",
-			// "deploy:staging") is accepted: subjects are derived from it
-			// the way the ingress derives them.
-			if !stream.ValidTypeSpelling(t) {
-				bad(key+".event_types", "%q must be 1-%d bytes", t, stream.MaxEventTypeBytes)
-			}
-		}
-		// 0 (unset) takes the consumer's defaults (consumer.DefaultBatchSize
-		// events, applied set-wise).
-		if cc.BatchSize < 0 || cc.BatchSize > consumer.MaxBatch {
-			bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, consumer.MaxBatch, consumer.DefaultBatchSize)
-		}
-		ackWait := cc.AckWait
-		if ackWait <= 0 {
-			ackWait = consumer.DefaultAckWait
-		}
-		switch {
-		case cc.BatchWait < 0:
-			bad(key+".batch_wait", "must not be negative")
-		case cc.BatchWait >= ackWait/3:
-			// A batch being filled sends no in-progress acks: waiting
-			// this long would get its first messages redelivered.
-			bad(key+".batch_wait", "%s must be shorter than a third of ack_wait (%s)", cc.BatchWait, ackWait)
-		}
-		if cc.Concurrency < 0 {
-			bad(key+".concurrency", "must not be negative")
+		c.validateConsumer(key, cc, handlers, sources, bad)
+	}
+}
+
+// validateConsumer checks what a consumer applies and what it receives.
+func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handlers, sources map[string]bool, bad complain) {
+	switch _, ok := handlers[cc.Handler]; {
+	case cc.SQL != nil && cc.Handler != "":
+		bad(key, "names both handler and sql: a consumer is a Go handler or SQL statements, not both")
+	case cc.SQL != nil:
+		c.validateSQL(key, &cc, handlers, bad)
+	case !ok:
+		bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
+	}
+	for _, src := range cc.Sources {
+		if !sources[src] {
+			bad(key+".sources", "%q is not a declared source", src)
 		}
 	}
-	return errors.Join(errs...)
+	for _, t := range cc.EventTypes {
+		// The provider's own spelling ("orders/create",
+		// "deploy:staging") is accepted: subjects are derived from it
+		// the way the ingress derives them.
+		if !stream.ValidTypeSpelling(t) {
+			bad(key+".event_types", "%q must be 1-%d bytes", t, stream.MaxEventTypeBytes)
+		}
+	}
+	cc.validateBatching(key, bad)
+}
+
+// validateBatching checks how the consumer batches and acknowledges.
+func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
+	// 0 (unset) takes the consumer's defaults (consumer.DefaultBatchSize
+	// events, applied set-wise).
+	if cc.BatchSize < 0 || cc.BatchSize > consumer.MaxBatch {
+		bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, consumer.MaxBatch, consumer.DefaultBatchSize)
+	}
+	ackWait := cc.AckWait
+	if ackWait <= 0 {
+		ackWait = consumer.DefaultAckWait
+	}
+	switch {
+	case cc.BatchWait < 0:
+		bad(key+".batch_wait", "must not be negative")
+	case cc.BatchWait >= ackWait/3:
+		// A batch being filled sends no in-progress acks: waiting
+		// this long would get its first messages redelivered.
+		bad(key+".batch_wait", "%s must be shorter than a third of ack_wait (%s)", cc.BatchWait, ackWait)
+	}
+	if cc.Concurrency < 0 {
+		bad(key+".concurrency", "must not be negative")
+	}
 }
 
 func (f *FieldConfig) field() bridge.Field {

@@ -46,8 +46,8 @@ func loopbackNATS(t *testing.T, edit func(*server.Options)) string {
 // TestRefusedConsumerStopsServe updates the orders durable to a
 // max_ack_pending above the server's limit, which the server refuses.
 // serve must log the failure at once, report not ready, and return the
-// error promptly (a non-zero exit) — before, the error surfaced only at
-// shutdown and /readyz stayed green because the old durable existed.
+// error promptly (a non-zero exit): not only at shutdown, and not with
+// /readyz green because the durable as it was before the update exists.
 func TestRefusedConsumerStopsServe(t *testing.T) {
 	t.Parallel()
 	url := limitedNATS(t, 100)

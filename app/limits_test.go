@@ -63,8 +63,8 @@ func fillHooks(t *testing.T, addr, prefix string, n int) (accepted []string, ref
 // an instance whose HOOKS is limited to 256 KiB while Postgres is
 // unreachable. Past the limit the answer must be 503 with Retry-After;
 // once Postgres is back every delivery answered 202 must be applied:
-// counted in the inbox and in the orders table. With the old discard
-// policy all 600 were answered 202 and the oldest were deleted unapplied.
+// counted in the inbox and in the orders table. With a discard-old
+// policy all 600 would be answered 202 and the oldest deleted unapplied.
 func TestFullHooksRefusesInsteadOfDropping(t *testing.T) {
 	t.Parallel()
 	dataDir := t.TempDir()

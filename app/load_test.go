@@ -15,8 +15,8 @@ import (
 // A program that registers only handlers of its own and runs without a
 // configuration file gets the demo source and no consumer, and starts:
 // the example orders consumer is a default only where a handler called
-// orders is registered. (It used to be added always, and Load failed
-// with consumers[0].handler: "orders" is not a registered handler.)
+// orders is registered. (Added always, it would make Load fail with
+// consumers[0].handler: "orders" is not a registered handler.)
 func TestCustomHandlersStartWithoutConfigFile(t *testing.T) {
 	t.Parallel()
 	billing := Handlers{"billing": {

@@ -15,7 +15,7 @@ import (
 // the context the step goes on with, TraceXEnd gets it back). There are
 // two implementations, each of all three interfaces:
 //
-//	metricsTracer  Prometheus counters and histograms (observe_metrics.go)
+//	metricsTracer  Prometheus counters and histograms (below)
 //	otelTracer     OpenTelemetry spans (observe_otel.go)
 //
 // tracers fans out to both when tracing is on, so the hot path pays for

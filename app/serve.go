@@ -212,7 +212,53 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if err := s.ensureStreams(ctx); err != nil {
 		return err
 	}
+	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
+	// The admin API reads and writes Postgres whatever the roles.
+	if needsDB || s.cfg.AdminTokenValue() != "" {
+		if err := s.openPool(ctx); err != nil {
+			return err
+		}
+		defer s.pool.Close()
+	}
+	guard := s.newStoreGuard()
+	l, err := s.listen(s.readinessChecks(needsDB, guard), guard)
+	if err != nil {
+		return err
+	}
+	return s.runRoles(ctx, l, guard, needsDB, ready)
+}
 
+// openPool opens the Postgres pool, sized by [Server.poolSize] unless the
+// URL sets pool_max_conns.
+func (s *Server) openPool(ctx context.Context) error {
+	pcfg, err := pgxpool.ParseConfig(s.cfg.PoolURL())
+	if err != nil {
+		return fmt.Errorf("postgres config: %w", err)
+	}
+	if !strings.Contains(s.cfg.PoolURL(), "pool_max_conns") {
+		pcfg.MaxConns = s.poolSize()
+	}
+	s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("postgres config: %w", err)
+	}
+	return nil
+}
+
+// newStoreGuard is the storage guard of HOOKS and EVENTS; its refused is
+// set by listen when this instance runs the ingress.
+func (s *Server) newStoreGuard() *storeGuard {
+	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
+		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
+	if guard.interval <= 0 {
+		guard.interval = defaultGuardInterval
+	}
+	return guard
+}
+
+// readinessChecks are what /readyz and the admin status ask, in the order
+// they report them.
+func (s *Server) readinessChecks(needsDB bool, guard *storeGuard) []check {
 	// A role that failed for good turns every readiness answer red at once,
 	// for the moment until the process has stopped.
 	checks := []check{{name: "roles", fn: func(context.Context) error { return s.roleFailure() }}, {name: "nats", fn: func(ctx context.Context) error {
@@ -222,32 +268,10 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		_, err := s.js.AccountInfo(ctx)
 		return err
 	}}}
-	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
-	// The admin API reads and writes Postgres whatever the roles.
-	if needsDB || s.cfg.AdminTokenValue() != "" {
-		var err error
-		pcfg, err := pgxpool.ParseConfig(s.cfg.PoolURL())
-		if err != nil {
-			return fmt.Errorf("postgres config: %w", err)
-		}
-		if !strings.Contains(s.cfg.PoolURL(), "pool_max_conns") {
-			pcfg.MaxConns = s.poolSize()
-		}
-		s.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
-		if err != nil {
-			return fmt.Errorf("postgres config: %w", err)
-		}
-		defer s.pool.Close()
-		if needsDB {
-			checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay}})
-		}
+	if needsDB {
+		checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay}})
 	}
 	checks = append(checks, s.consumerChecks()...)
-	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
-		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
-	if guard.interval <= 0 {
-		guard.interval = defaultGuardInterval
-	}
 	if s.roles[RoleIngress] {
 		// Readiness turns red while HOOKS refuses new deliveries, so a load
 		// balancer sends them to an instance that can store them.
@@ -256,14 +280,27 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if s.roles[RoleRelay] {
 		checks = append(checks, check{name: "events_room", fn: guard.eventsRoom, roles: []string{RoleRelay}})
 	}
+	return checks
+}
 
+// listeners are what runRoles serves: the webhook listener, and the
+// metrics and admin servers when they listen on their own addresses.
+type listeners struct {
+	http         net.Listener
+	serveMetrics func(context.Context) error // nil: metrics are served on http
+	serveAdmin   func(context.Context) error // nil: no admin API
+}
+
+// listen builds the webhook server's routes and opens the listeners; on
+// an error it closes those it opened.
+func (s *Server) listen(checks []check, guard *storeGuard) (listeners, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /readyz", readyz(checks))
 	if s.roles[RoleIngress] {
 		h, err := s.ingress()
 		if err != nil {
-			return err
+			return listeners{}, err
 		}
 		// A refused publish is the only sign of a full server store; it
 		// makes the guard trim and readiness red.
@@ -272,13 +309,13 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	}
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
+		return listeners{}, fmt.Errorf("listen %s: %w", s.cfg.HTTPAddr, err)
 	}
 	s.listener = ln
 	serveMetrics, err := s.metricsEndpoint(mux)
 	if err != nil {
 		ln.Close()
-		return err
+		return listeners{}, err
 	}
 	serveAdmin, err := s.startAdmin(checks, s.console)
 	if err != nil {
@@ -286,17 +323,22 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		if s.metricsListener != nil {
 			s.metricsListener.Close()
 		}
-		return err
+		return listeners{}, err
 	}
 	// Slow or endless requests are cut off instead of holding memory.
 	s.httpSrv = bridge.NewHTTPServer(mux, bridge.DefaultLimits())
+	return listeners{http: ln, serveMetrics: serveMetrics, serveAdmin: serveAdmin}, nil
+}
 
+// runRoles serves l and runs the roles until ctx ends or one fails.
+func (s *Server) runRoles(ctx context.Context, l listeners, guard *storeGuard, needsDB bool, ready func(addr string)) error {
 	// The first role to fail cancels the others: the process stops and
 	// exits non-zero instead of running on without it (a consumer whose
-	// durable the server refused used to be noticed only at shutdown).
+	// durable the server refused would otherwise be noticed only at
+	// shutdown).
 	workers := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
 	s.goRole(workers, "http", func(context.Context) error {
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(l.http); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
@@ -308,22 +350,23 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 		defer cancel()
 		return s.httpSrv.Shutdown(shutdownCtx)
 	})
-	if serveMetrics != nil {
-		s.goRole(workers, "metrics", serveMetrics)
+	if l.serveMetrics != nil {
+		s.goRole(workers, "metrics", l.serveMetrics)
 	}
-	if serveAdmin != nil {
-		s.goRole(workers, "admin", serveAdmin)
+	if l.serveAdmin != nil {
+		s.goRole(workers, "admin", l.serveAdmin)
 	}
 	s.goRole(workers, "storage guard", guard.run)
 	if needsDB {
 		workers.Go(s.runDatabaseRoles) // its parts report their own failures
 	}
-	s.log.Info("hookbridge started", "addr", ln.Addr().String(), "roles", s.roleList(), "nats", s.natsDescription(),
+	addr := l.http.Addr().String()
+	s.log.Info("hookbridge started", "addr", addr, "roles", s.roleList(), "nats", s.natsDescription(),
 		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge())
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(addr)
 	}
-	err = workers.Wait()
+	err := workers.Wait()
 	s.log.Info("hookbridge stopped")
 	return err
 }
@@ -573,8 +616,8 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 // (pool_max_conns): a connection for every batch the consumers may apply
 // at once, plus a few for the relay, the conflict recorder, the failure
 // counters and the health checks. pgxpool's own default (the number of
-// CPUs, at least 4) made the consumers' workers queue for connections
-// behind each other and the relay on small machines.
+// CPUs, at least 4) would make the consumers' workers queue for
+// connections behind each other and the relay on small machines.
 func (s *Server) poolSize() int32 {
 	n := 0
 	if s.roles[RoleConsumer] {

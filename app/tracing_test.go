@@ -41,8 +41,9 @@ func (b *batchCalls) HandleBatch(_ context.Context, _ pgx.Tx, evs []consumer.Eve
 
 // TestTracingKeepsTheSetWisePath: with the OpenTelemetry tracer on, a
 // BatchHandler is still applied set-wise (HandleBatch, one apply span per
-// batch with its event count), not event by event. (Tracing used to wrap
-// the handler; it is a consumer.Tracer now, and the handler is untouched.)
+// batch with its event count), not event by event. (Tracing is a
+// consumer.Tracer and leaves the handler as it is, so the handler's own
+// HandleBatch is what applies.)
 func TestTracingKeepsTheSetWisePath(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()

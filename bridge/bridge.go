@@ -73,8 +73,9 @@ type Options struct {
 	// request over the bound is answered 503 with Retry-After at once.
 	MaxInFlight int
 	// MaxBodyMemory bounds the bytes of all bodies being read or held at
-	// once (default MaxInFlight × MaxBodyBytes with the default
-	// MaxInFlight, the bound bodies had before; negative means no bound).
+	// once (default [DefaultMaxInFlight] × MaxBodyBytes: room for a body at
+	// the limit in every slot of the default MaxInFlight; negative means
+	// no bound).
 	// A body that would go over it is answered 503 overloaded. It must
 	// hold one body at MaxBodyBytes plus a byte; New refuses less.
 	MaxBodyMemory int64
@@ -147,44 +148,12 @@ type Handler struct {
 
 // New validates opts and returns the ingress handler.
 func New(js jetstream.JetStream, opts Options) (*Handler, error) {
-	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.PublishTimeout <= 0 {
-		opts.PublishTimeout = 5 * time.Second
-	}
-	if opts.RetryAfter <= 0 {
-		opts.RetryAfter = 5 * time.Second
-	}
-	if opts.MaxInFlight == 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.Partitions <= 0 {
-		opts.Partitions = stream.DefaultPartitions
-	}
-	if opts.MaxBodyMemory == 0 {
-		opts.MaxBodyMemory = DefaultMaxInFlight * opts.MaxBodyBytes
-	}
+	opts = opts.withDefaults()
 	if opts.MaxBodyMemory > 0 && opts.MaxBodyMemory < opts.MaxBodyBytes+1 {
 		// A body at the limit needs its bytes plus one (to see EOF); with
 		// less, every such body would be answered 503 and retried forever.
 		return nil, fmt.Errorf("max body memory %d cannot hold one body of max_body_bytes %d: it needs at least %d",
 			opts.MaxBodyMemory, opts.MaxBodyBytes, opts.MaxBodyBytes+1)
-	}
-	if opts.MinBodyRate == 0 {
-		opts.MinBodyRate = DefaultMinBodyRate
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.LogInterval == 0 {
-		opts.LogInterval = DefaultLogInterval
-	}
-	if opts.HealthHold <= 0 {
-		opts.HealthHold = DefaultHealthHold
 	}
 	if js != nil && js.Conn() != nil {
 		// Checked here rather than per request: a body the server cannot
@@ -200,33 +169,79 @@ func New(js jetstream.JetStream, opts Options) (*Handler, error) {
 		h.inflight = make(chan struct{}, opts.MaxInFlight)
 	}
 	for _, s := range opts.Sources {
-		if !stream.ValidName(s.Name) {
-			return nil, fmt.Errorf("source %q: name must be letters, digits, '-' or '_'", s.Name)
+		if err := h.addSource(s); err != nil {
+			return nil, err
 		}
-		if _, dup := h.sources[s.Name]; dup {
-			return nil, fmt.Errorf("source %q declared twice", s.Name)
-		}
-		if s.Verifier == nil {
-			return nil, fmt.Errorf("source %q: no verifier", s.Name)
-		}
-		if err := s.EventID.Validate(); err != nil {
-			return nil, fmt.Errorf("source %q: event id: %w", s.Name, err)
-		}
-		if err := s.EventType.Validate(); err != nil {
-			return nil, fmt.Errorf("source %q: event type: %w", s.Name, err)
-		}
-		if s.OrderingKey != nil {
-			if err := s.OrderingKey.Validate(); err != nil {
-				return nil, fmt.Errorf("source %q: ordering key: %w", s.Name, err)
-			}
-		}
-		if s.Challenge == nil {
-			s.Challenge = defaultChallenge(s.Verifier)
-		}
-		_, s.slack = s.Verifier.(*verify.Slack)
-		h.sources[s.Name] = s
 	}
 	return h, nil
+}
+
+// withDefaults fills in the options left zero.
+func (o Options) withDefaults() Options {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = 5 * time.Second
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = 5 * time.Second
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = DefaultMaxInFlight
+	}
+	if o.Partitions <= 0 {
+		o.Partitions = stream.DefaultPartitions
+	}
+	if o.MaxBodyMemory == 0 {
+		o.MaxBodyMemory = DefaultMaxInFlight * o.MaxBodyBytes
+	}
+	if o.MinBodyRate == 0 {
+		o.MinBodyRate = DefaultMinBodyRate
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.LogInterval == 0 {
+		o.LogInterval = DefaultLogInterval
+	}
+	if o.HealthHold <= 0 {
+		o.HealthHold = DefaultHealthHold
+	}
+	return o
+}
+
+// addSource validates s and registers it under its name.
+func (h *Handler) addSource(s Source) error {
+	if !stream.ValidName(s.Name) {
+		return fmt.Errorf("source %q: name must be letters, digits, '-' or '_'", s.Name)
+	}
+	if _, dup := h.sources[s.Name]; dup {
+		return fmt.Errorf("source %q declared twice", s.Name)
+	}
+	if s.Verifier == nil {
+		return fmt.Errorf("source %q: no verifier", s.Name)
+	}
+	if err := s.EventID.Validate(); err != nil {
+		return fmt.Errorf("source %q: event id: %w", s.Name, err)
+	}
+	if err := s.EventType.Validate(); err != nil {
+		return fmt.Errorf("source %q: event type: %w", s.Name, err)
+	}
+	if s.OrderingKey != nil {
+		if err := s.OrderingKey.Validate(); err != nil {
+			return fmt.Errorf("source %q: ordering key: %w", s.Name, err)
+		}
+	}
+	if s.Challenge == nil {
+		s.Challenge = defaultChallenge(s.Verifier)
+	}
+	_, s.slack = s.Verifier.(*verify.Slack)
+	h.sources[s.Name] = s
+	return nil
 }
 
 // Pattern is where to mount the handler on an http.ServeMux.
@@ -263,6 +278,13 @@ type result struct {
 	err     error // the underlying failure of a 5xx, for the log line
 }
 
+// replyFunc writes an answer and returns what the request's log line and
+// metrics report of it.
+type replyFunc func(code int, body Response, reason string) result
+
+// failFunc writes an error answer whose reason is also its body's error.
+type failFunc func(code int, reason string) result
+
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	name := r.PathValue("source")
 	reply := func(code int, body Response, reason string) result {
@@ -289,15 +311,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	// must not hold a slot that fast ones need.
 	body, release, err := h.readBody(w, r)
 	defer release()
-	switch {
-	case errors.Is(err, errBodyTooLarge):
-		return fail(http.StatusRequestEntityTooLarge, "body too large")
-	case errors.Is(err, errBodyMemory):
-		return fail(http.StatusServiceUnavailable, reasonOverloaded)
-	case errors.Is(err, errBodyTooSlow):
-		return fail(http.StatusBadRequest, "body too slow")
-	case err != nil:
-		return fail(http.StatusBadRequest, "could not read body")
+	if err != nil {
+		return fail(bodyRefusal(err))
 	}
 	if h.inflight != nil {
 		// Refuse at once rather than queue: a queue would hold the
@@ -330,21 +345,39 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
-	id, typ := ident.id, ident.typ
+	reply = markUnkeyed(reply, src.OrderingKey != nil && !ident.keyed)
+	return h.store(r.Context(), src, ident, media, body, received, reply, fail)
+}
 
+// bodyRefusal is the answer's code and reason for a body readBody refused.
+func bodyRefusal(err error) (int, string) {
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		return http.StatusRequestEntityTooLarge, "body too large"
+	case errors.Is(err, errBodyMemory):
+		return http.StatusServiceUnavailable, reasonOverloaded
+	case errors.Is(err, errBodyTooSlow):
+		return http.StatusBadRequest, "body too slow"
+	default:
+		return http.StatusBadRequest, "could not read body"
+	}
+}
+
+// store publishes a verified delivery to HOOKS and answers it; a delivery
+// JetStream drops as a repeat is answered by answerRepeat.
+func (h *Handler) store(ctx context.Context, src Source, ident identity, media string, body []byte, received time.Time, reply replyFunc, fail failFunc) result {
 	sum := sha256.Sum256(body)
 	sumHex := hex.EncodeToString(sum[:])
 	msg := hookMsg(ident, src.Name, media, sumHex, received, body, h.opts.Partitions)
-	reply = markUnkeyed(reply, src.OrderingKey != nil && !ident.keyed)
 
 	// One budget for everything this request waits on JetStream for: the
 	// publish with its retries, and for a repeat the read of the original
 	// and the conflict record. A fresh budget per step would let a leader
 	// election that holds up several streams at once stretch the answer
 	// to a multiple of PublishTimeout, past what senders wait for.
-	ctx, cancel := context.WithTimeout(r.Context(), h.opts.PublishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.opts.PublishTimeout)
 	defer cancel()
-	ack, attempts, err := h.publish(ctx, msg, stream.Hooks, stream.MsgID(src.Name, id))
+	ack, attempts, err := h.publish(ctx, msg, stream.Hooks, stream.MsgID(src.Name, ident.id))
 	if err != nil {
 		reason := "broker unavailable"
 		if refusal := storageRefusal(err); refusal != "" {
@@ -355,12 +388,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		return res
 	}
 	if !ack.Duplicate {
-		return reply(http.StatusAccepted, Response{Status: StatusAccepted, EventID: id, Seq: ack.Sequence}, "")
+		return reply(http.StatusAccepted, Response{Status: StatusAccepted, EventID: ident.id, Seq: ack.Sequence}, "")
 	}
+	return h.answerRepeat(ctx, src.Name, ident, body, sumHex, ack, attempts, reply, fail)
+}
 
-	// JetStream dropped the publish as a repeat of the message at
-	// ack.Sequence. Same bytes: a harmless retry. Different bytes: a
-	// conflict, which must be recorded rather than silently dropped.
+// answerRepeat answers a delivery JetStream dropped as a repeat of the
+// message at ack.Sequence. Same bytes: a harmless retry. Different bytes:
+// a conflict, which must be recorded rather than silently dropped.
+func (h *Handler) answerRepeat(ctx context.Context, source string, ident identity, body []byte, sumHex string,
+	ack *jetstream.PubAck, attempts int, reply replyFunc, fail failFunc) result {
+	id := ident.id
 	origSum, found, err := h.storedHash(ctx, ack.Sequence)
 	if err != nil {
 		res := fail(http.StatusServiceUnavailable, "broker unavailable")
@@ -386,7 +424,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 		}
 		return reply(http.StatusOK, Response{Status: StatusDuplicate, EventID: id, Seq: ack.Sequence}, "")
 	}
-	if err := h.publishConflict(ctx, src.Name, id, typ, body, sumHex, origSum, ack.Sequence); err != nil {
+	if err := h.publishConflict(ctx, source, id, ident.typ, body, sumHex, origSum, ack.Sequence); err != nil {
 		res := fail(http.StatusServiceUnavailable, "broker unavailable")
 		res.err = fmt.Errorf("record conflict: %w", err)
 		return res
@@ -405,7 +443,7 @@ type identity struct {
 
 // markUnkeyed wraps reply so that its results record a delivery published
 // without its source's ordering key.
-func markUnkeyed(reply func(int, Response, string) result, unkeyed bool) func(int, Response, string) result {
+func markUnkeyed(reply replyFunc, unkeyed bool) replyFunc {
 	if !unkeyed {
 		return reply
 	}

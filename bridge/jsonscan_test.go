@@ -91,9 +91,9 @@ var jsonPointers = []string{"/id", "/type", "/type/1/x", "/data/object/id", "/da
 	"/bad\ufffdutf8", "/", "/t", "/o", "/l", "/deep/a/b/c/d", "/lone", "/a", "/a/b", "/event_id", "/missing", "/id/x"}
 
 // TestJSONLookupMatchesDecoding: for every sample and pointer, checkJSON
-// refuses exactly what decoding refused (with the same words, except that
-// any data after the value is now trailing data), and jsonLookup finds
-// exactly what the map walk found.
+// refuses exactly what decoding refuses (with the same words, except that
+// checkJSON calls any data after the value trailing data), and jsonLookup
+// finds exactly what the map walk finds.
 func TestJSONLookupMatchesDecoding(t *testing.T) {
 	for _, body := range jsonSamples {
 		compareWithReference(t, []byte(body), jsonPointers)
@@ -110,8 +110,8 @@ func compareWithReference(t *testing.T, body []byte, ptrs []string) {
 	case refErr != nil && err.Error() != refErr.Error():
 		t.Fatalf("%q: checkJSON says %q, reference %q", body, err, refErr)
 	case refErr == nil && err != nil:
-		// The decoder's More() let a stray '}' or ']' after the value
-		// pass; anything after the value is refused now.
+		// The decoder's More() lets a stray '}' or ']' after the value
+		// pass; checkJSON refuses anything after the value.
 		if !errors.Is(err, errBadRequest) || !strings.Contains(err.Error(), "trailing data") {
 			t.Fatalf("%q: reference accepts, checkJSON says %v", body, err)
 		}

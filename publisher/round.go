@@ -457,14 +457,6 @@ func (r *Relay) publish(ctx context.Context, chains [][]*outRow) outcome {
 	defer deadline.Stop()
 	expired := false
 
-	type inflight struct {
-		chain int
-		row   *outRow
-		f     jetstream.PubAckFuture
-		ack   *jetstream.PubAck
-		fail  *failure
-		ctx   context.Context // the row's, from TraceRelayPublishStart
-	}
 	pos := make([]int, len(chains))
 	active := make([]int, len(chains))
 	for i := range chains {
@@ -480,58 +472,82 @@ func (r *Relay) publish(ctx context.Context, chains [][]*outRow) outcome {
 			rctx, f, fail := r.send(ctx, o)
 			wave = append(wave, inflight{chain: c, row: o, f: f, fail: fail, ctx: rctx})
 		}
-		for i := range wave {
-			w := &wave[i]
-			if w.fail != nil {
-				continue
-			}
-			if !expired {
-				select {
-				case w.ack = <-w.f.Ok():
-				case err := <-w.f.Err():
-					w.fail = classify(w.row, err)
-				case <-deadline.C:
-					expired = true
-				}
-			}
-			if expired && w.ack == nil && w.fail == nil {
-				select {
-				case w.ack = <-w.f.Ok():
-				case err := <-w.f.Err():
-					w.fail = classify(w.row, err)
-				default:
-					w.fail = &failure{row: w.row, err: fmt.Errorf("no PubAck within %s", r.opts.PublishTimeout), ambiguous: true}
-				}
-			}
-		}
-		next := active[:0]
-		for _, w := range wave {
-			r.tracePublishEnd(w.ctx, w.row, w.ack, w.fail)
-			if w.fail != nil {
-				out.fails = append(out.fails, *w.fail)
-				if errors.Is(w.fail.err, jetstream.ErrNoStreamResponse) {
-					r.ensured.Store(false) // the stream may be gone: re-create it next round
-				}
-				for _, rest := range chains[w.chain][pos[w.chain]+1:] {
-					out.blocked = append(out.blocked, blockedRow{row: rest, blocker: w.row.id})
-				}
-				continue
-			}
-			out.sent = append(out.sent, w.row)
-			out.seqs = append(out.seqs, int64(w.ack.Sequence))
-			if h := r.hooks.acked; h != nil {
-				h(w.row.eventID, w.ack)
-			}
-			pos[w.chain]++
-			if pos[w.chain] < len(chains[w.chain]) {
-				next = append(next, w.chain)
-			}
-		}
-		active = next
+		expired = r.awaitWave(wave, deadline)
+		active = r.settleWave(&out, wave, chains, pos, active[:0])
 	}
 	// Chains cut by the deadline between waves keep their remaining rows
 	// pending and untouched; the next round continues them.
 	return out
+}
+
+// inflight is a row of the wave being published.
+type inflight struct {
+	chain int
+	row   *outRow
+	f     jetstream.PubAckFuture
+	ack   *jetstream.PubAck
+	fail  *failure
+	ctx   context.Context // the row's, from TraceRelayPublishStart
+}
+
+// awaitWave waits for the PubAck or error of every row of wave that was
+// sent, and reports whether the deadline expired. Once it has, rows are
+// not waited for: what has not answered yet fails as ambiguous.
+func (r *Relay) awaitWave(wave []inflight, deadline *time.Timer) (expired bool) {
+	for i := range wave {
+		w := &wave[i]
+		if w.fail != nil {
+			continue
+		}
+		if !expired {
+			select {
+			case w.ack = <-w.f.Ok():
+			case err := <-w.f.Err():
+				w.fail = classify(w.row, err)
+			case <-deadline.C:
+				expired = true
+			}
+		}
+		if expired && w.ack == nil && w.fail == nil {
+			select {
+			case w.ack = <-w.f.Ok():
+			case err := <-w.f.Err():
+				w.fail = classify(w.row, err)
+			default:
+				w.fail = &failure{row: w.row, err: fmt.Errorf("no PubAck within %s", r.opts.PublishTimeout), ambiguous: true}
+			}
+		}
+	}
+	return expired
+}
+
+// settleWave adds the answered wave to out and advances pos; it returns
+// next with the chains that go on to the next wave appended. A failed row
+// blocks the rest of its chain.
+func (r *Relay) settleWave(out *outcome, wave []inflight, chains [][]*outRow, pos []int, next []int) []int {
+	for _, w := range wave {
+		r.tracePublishEnd(w.ctx, w.row, w.ack, w.fail)
+		if w.fail != nil {
+			out.fails = append(out.fails, *w.fail)
+			if errors.Is(w.fail.err, jetstream.ErrNoStreamResponse) {
+				r.ensured.Store(false) // the stream may be gone: re-create it next round
+			}
+			for _, rest := range chains[w.chain][pos[w.chain]+1:] {
+				out.blocked = append(out.blocked, blockedRow{row: rest, blocker: w.row.id})
+			}
+			continue
+		}
+		out.sent = append(out.sent, w.row)
+		out.seqs = append(out.seqs, int64(w.ack.Sequence))
+		if h := r.hooks.acked; h != nil {
+			h(w.row.eventID, w.ack)
+		}
+		pos[w.chain]++
+		if pos[w.chain] < len(chains[w.chain]) {
+			next = append(next, w.chain)
+		}
+	}
+	return next
 }
 
 // send starts the asynchronous publish of one row. The context returned

@@ -50,7 +50,9 @@ type runtime struct {
 }
 
 // run parses args and runs the load; it returns the exit code (0 done, 1
-// failed, 2 bad command line), as `hookbridge bench` did.
+// failed, 2 bad command line): the hookbridge commands' codes, so a script
+// that drove the load as `hookbridge bench` (docs/PERFORMANCE.md) reads
+// this tool's alike.
 func run(args []string) int {
 	var c command
 	parser, err := newParser(&c, kong.Exit(func(code int) { os.Exit(code) }))
@@ -140,21 +142,13 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		return errors.New("bench: --total and --concurrency must be positive")
 	}
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
+		stop, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
-	consumer := loadgen.ConsumerSettings{BatchSize: c.BatchSize, BatchWait: c.BatchWait, Concurrency: c.ConsumerConcurrency}
-	factory := loadgen.AppFactory(cfg.PoolURL(), cfg, rt.handlers, c.ServerLogLevel, rt.stderr)
-	adminURL := cfg.PoolURL()
 	progress := rt.stderr
-
 	if c.QuietBelow > 0 && c.Mode != "suite" {
 		busy, err := loadgen.WaitQuiet(ctx, c.QuietBelow, c.QuietMaxWait)
 		if err != nil {
@@ -162,109 +156,154 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		}
 		fmt.Fprintf(progress, "bench: machine %.0f%% busy before the run\n", 100*busy)
 	}
-	var out interface{ Print(io.Writer) }
+	// The modes that start something of their own fail on it before they
+	// have a result to print.
 	switch c.Mode {
-	case "pipeline":
-		if c.URL != "" {
-			out, err = c.external(ctx, cfg, progress)
-		} else {
-			out, err = loadgen.InProcess(ctx, factory, consumer, c.Roles, c.loadOptions(progress))
-		}
-	case "ingress":
-		out, err = loadgen.InProcess(ctx, factory, consumer, []string{app.RoleIngress}, c.loadOptions(progress))
-	case "floor":
-		var f *loadgen.Floor
-		if f, err = loadgen.StartFloor(ctx); err != nil {
-			return err
-		}
-		o := c.loadOptions(progress)
-		o.URL, o.Secret, o.Check = f.URL, app.DevSecret, false
-		var r *loadgen.Result
-		r, err = loadgen.Load(ctx, o)
-		if closeErr := f.Close(); err == nil {
-			err = closeErr
-		}
-		out = r
-	case "publish-sync":
-		var t loadgen.Throughput
-		if t, err = loadgen.RawPublishSync(ctx, c.Total, c.Concurrency); err == nil {
-			out = throughput(t)
-		}
-	case "publish-async":
-		var t loadgen.Throughput
-		if t, err = loadgen.RawPublishAsync(ctx, c.Total, c.Window); err == nil {
-			out = throughput(t)
-		}
-	case "pg-insert":
-		n := c.PGConcurrency
-		if n <= 0 {
-			n = max(c.ConsumerConcurrency, 4)
-		}
-		var t loadgen.Throughput
-		if t, err = loadgen.RawInsert(ctx, adminURL, c.Total, n); err == nil {
-			out = throughput(t)
-		}
-	case "drain":
-		var d *loadgen.DrainResult
-		d, err = loadgen.Drain(ctx, factory, consumer, c.Total, c.Concurrency, progress)
-		if d != nil {
-			out = drainResult{d}
-			if err == nil && !d.Check.OK {
-				err = errors.New("bench: the exactly-once count check failed")
-			}
-		}
 	case "nats-server":
 		if c.NATSStore == "" {
 			return errors.New("bench: --mode nats-server needs --nats-store")
 		}
 		return loadgen.ServeNATS(ctx, c.NATSStore, cfg.NATSMaxPayload(), rt.stdout)
-	case "external":
-		self, exeErr := os.Executable()
-		if exeErr != nil {
-			return fmt.Errorf("bench: find the hookbridge-bench binary: %w", exeErr)
+	case "floor":
+		f, err := loadgen.StartFloor(ctx)
+		if err != nil {
+			return err
 		}
-		exe, cleanup, exeErr := c.hookbridgeBinary(ctx, progress)
-		if exeErr != nil {
-			return fmt.Errorf("bench: %w", exeErr)
+		out, err := c.runFloor(ctx, f, progress)
+		return c.finish(out, err, rt.stdout)
+	case "external":
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("bench: find the hookbridge-bench binary: %w", err)
+		}
+		exe, cleanup, err := c.hookbridgeBinary(ctx, progress)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
 		}
 		defer cleanup()
-		if c.Soak > 0 {
-			var r *loadgen.SoakResult
-			r, err = loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
-				Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, Progress: progress})
-			if r != nil {
-				out = r
-			}
-			break
+		out, err := c.runExternal(ctx, exe, self, cfg.PoolURL(), progress)
+		return c.finish(out, err, rt.stdout)
+	}
+	out, err := c.measure(ctx, cfg, rt)
+	return c.finish(out, err, rt.stdout)
+}
+
+// startCPUProfile profiles the whole process into the file at path until
+// stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// printer is what a mode measured.
+type printer interface{ Print(io.Writer) }
+
+// orNil is v and err, with v as a nil printer when it is a nil pointer,
+// so that nothing is printed for it.
+func orNil[T printer](v T, err error) (printer, error) {
+	if isNil(v) {
+		return nil, err
+	}
+	return v, err
+}
+
+// measure runs the modes that load an in-process hookbridge, the floor's
+// parts or Postgres.
+func (c *BenchCmd) measure(ctx context.Context, cfg app.Config, rt *runtime) (printer, error) {
+	consumer := loadgen.ConsumerSettings{BatchSize: c.BatchSize, BatchWait: c.BatchWait, Concurrency: c.ConsumerConcurrency}
+	factory := loadgen.AppFactory(cfg.PoolURL(), cfg, rt.handlers, c.ServerLogLevel, rt.stderr)
+	adminURL := cfg.PoolURL()
+	progress := rt.stderr
+	var t loadgen.Throughput
+	var err error
+	switch c.Mode {
+	case "pipeline":
+		if c.URL != "" {
+			return orNil(c.external(ctx, cfg, progress))
 		}
-		var s *loadgen.SuiteResult
-		s, err = loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
-			Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, Ordering: c.Ordering, Progress: progress})
-		if s != nil {
-			out = s
+		return orNil(loadgen.InProcess(ctx, factory, consumer, c.Roles, c.loadOptions(progress)))
+	case "ingress":
+		return orNil(loadgen.InProcess(ctx, factory, consumer, []string{app.RoleIngress}, c.loadOptions(progress)))
+	case "publish-sync":
+		t, err = loadgen.RawPublishSync(ctx, c.Total, c.Concurrency)
+	case "publish-async":
+		t, err = loadgen.RawPublishAsync(ctx, c.Total, c.Window)
+	case "pg-insert":
+		n := c.PGConcurrency
+		if n <= 0 {
+			n = max(c.ConsumerConcurrency, 4)
 		}
+		t, err = loadgen.RawInsert(ctx, adminURL, c.Total, n)
+	case "drain":
+		d, err := loadgen.Drain(ctx, factory, consumer, c.Total, c.Concurrency, progress)
+		if d == nil {
+			return nil, err
+		}
+		if err == nil && !d.Check.OK {
+			err = errors.New("bench: the exactly-once count check failed")
+		}
+		return drainResult{d}, err
 	case "suite":
-		var s *loadgen.SuiteResult
-		s, err = loadgen.RunSuite(ctx, loadgen.SuiteOptions{
+		return orNil(loadgen.RunSuite(ctx, loadgen.SuiteOptions{
 			Factory: factory, AdminURL: adminURL, Stages: c.Stages, Repeat: c.Repeat,
 			Concurrency: c.Concurrency, Total: c.Total, AsyncWindow: c.Window,
 			PGConcurrency: c.PGConcurrency, PGTotal: c.Total / 2, DrainTotal: c.Total, E2ETotal: c.Total,
 			Consumer: consumer, Batches: c.Batches, E2EBatch: c.E2EBatch, PollInterval: c.Poll, Progress: progress,
 			QuietBelow: c.QuietBelow, QuietMaxWait: c.QuietMaxWait,
-		})
-		if s != nil {
-			out = s
-		}
+		}))
+	default:
+		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	return throughput(t), nil
+}
+
+// runFloor loads the bare HTTP→publish server f, then closes it.
+func (c *BenchCmd) runFloor(ctx context.Context, f *loadgen.Floor, progress io.Writer) (printer, error) {
+	o := c.loadOptions(progress)
+	o.URL, o.Secret, o.Check = f.URL, app.DevSecret, false
+	r, err := loadgen.Load(ctx, o)
+	if closeErr := f.Close(); err == nil {
+		err = closeErr
+	}
+	return orNil(r, err)
+}
+
+// runExternal runs the external rounds, or with --soak the soak, with
+// serve run by exe and nats-server by self.
+func (c *BenchCmd) runExternal(ctx context.Context, exe, self, adminURL string, progress io.Writer) (printer, error) {
+	if c.Soak > 0 {
+		return orNil(loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
+			Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, Progress: progress}))
+	}
+	return orNil(loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
+		Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, Ordering: c.Ordering, Progress: progress}))
+}
+
+// finish prints out (as JSON with --json) and returns the command's
+// error: the run's, or a failed check or refused events in its result.
+func (c *BenchCmd) finish(out printer, err error, stdout io.Writer) error {
 	if out != nil && !isNil(out) {
 		if c.JSON {
-			enc := json.NewEncoder(rt.stdout)
+			enc := json.NewEncoder(stdout)
 			enc.SetIndent("", "  ")
 			if encErr := enc.Encode(unwrap(out)); encErr != nil && err == nil {
 				err = encErr
 			}
 		} else {
-			out.Print(rt.stdout)
+			out.Print(stdout)
 		}
 	}
 	if err != nil {

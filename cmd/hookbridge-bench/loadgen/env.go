@@ -165,22 +165,10 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 	}
 	defer env.Close() //nolint:errcheck // best effort cleanup
 	runID := "drain-" + pgtemp.RandomHex(4)
-
-	in, err := env.Start(ctx, []string{"ingress"})
+	want, err := fillStream(ctx, env, runID, total, httpConcurrency)
 	if err != nil {
 		return nil, err
 	}
-	res, err := Load(ctx, Options{URL: in.URL, Secret: env.Secret(), Concurrency: httpConcurrency, Total: total, RunID: runID})
-	if stopErr := in.Stop(); err == nil && stopErr != nil {
-		err = stopErr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("fill the stream: %w", err)
-	}
-	if res.Failed > 0 {
-		return nil, fmt.Errorf("fill the stream: %d webhooks not accepted (%v)", res.Failed, res.Statuses)
-	}
-	want := res.Accepted + res.Duplicates
 
 	pool, err := pgxpool.New(ctx, env.DatabaseURL())
 	if err != nil {
@@ -192,57 +180,24 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		return nil, err
 	}
 	defer func() { _ = cons.Stop() }()
-	startAt, startCPU := time.Now(), ProcessCPU()
-
-	// Polled every 100ms: count(*) scans the table, and a tighter poll
-	// would take measurable CPU from the consumer it measures.
-	var firstAt, lastAt time.Time
-	var firstCPU, lastCPU time.Duration
-	first, last := 0, 0
-	lastChange, lastPrint := time.Now(), time.Now()
-	for last < want {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		cpu := ProcessCPU()
-		at := time.Now()
-		n, err := store.CountInbox(ctx, pool)
-		if err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet
-				continue
-			}
-			return nil, fmt.Errorf("count inbox rows: %w", err)
-		}
-		if n != last {
-			if firstAt.IsZero() {
-				firstAt, first, firstCPU = at, n, cpu
-			}
-			lastAt, last, lastChange, lastCPU = at, n, at, cpu
-		}
-		if time.Since(lastChange) > time.Minute {
-			return nil, fmt.Errorf("drain stalled at %d of %d events", last, want)
-		}
-		if progress != nil && time.Since(lastPrint) >= time.Second {
-			lastPrint = time.Now()
-			fmt.Fprintf(progress, "drain batch=%d: %d/%d applied\n", c.BatchSize, last, want)
-		}
+	start := drainPoint{at: time.Now(), cpu: ProcessCPU()}
+	first, last, err := watchDrain(ctx, pool, want, c.BatchSize, progress)
+	if err != nil {
+		return nil, err
 	}
-	if first == last {
+	if first.n == last.n {
 		// Everything was applied between two polls: measure from the
 		// consumer's start instead (its start-up counted in, so the
 		// figure is a lower bound).
-		firstAt, first, firstCPU = startAt, 0, startCPU
+		first = start
 	}
-	d := &DrainResult{Name: fmt.Sprintf("consumer drain batch=%d", c.BatchSize), Consumer: c, Events: last - first}
-	if lastAt.After(firstAt) {
-		d.Seconds = lastAt.Sub(firstAt).Seconds()
+	d := &DrainResult{Name: fmt.Sprintf("consumer drain batch=%d", c.BatchSize), Consumer: c, Events: last.n - first.n}
+	if last.at.After(first.at) {
+		d.Seconds = last.at.Sub(first.at).Seconds()
 		d.PerSecond = float64(d.Events) / d.Seconds
 	}
 	if d.Events > 0 {
-		d.ProcessCPUPerEventUs = float64((lastCPU - firstCPU).Microseconds()) / float64(d.Events)
+		d.ProcessCPUPerEventUs = float64((last.cpu - first.cpu).Microseconds()) / float64(d.Events)
 	}
 	if cpu, err := backendCPU(ctx, pool); err == nil && cpu > 0 {
 		d.PostgresCPUPerEventUs = float64(cpu.Microseconds()) / float64(want)
@@ -254,6 +209,75 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		return nil, err
 	}
 	return d, nil
+}
+
+// fillStream has a hookbridge with the ingress role only take total
+// webhooks of run runID, then stops it; want is how many events the
+// consumer is to apply.
+func fillStream(ctx context.Context, env Env, runID string, total, httpConcurrency int) (want int, err error) {
+	in, err := env.Start(ctx, []string{"ingress"})
+	if err != nil {
+		return 0, err
+	}
+	res, err := Load(ctx, Options{URL: in.URL, Secret: env.Secret(), Concurrency: httpConcurrency, Total: total, RunID: runID})
+	if stopErr := in.Stop(); err == nil && stopErr != nil {
+		err = stopErr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("fill the stream: %w", err)
+	}
+	if res.Failed > 0 {
+		return 0, fmt.Errorf("fill the stream: %d webhooks not accepted (%v)", res.Failed, res.Statuses)
+	}
+	return res.Accepted + res.Duplicates, nil
+}
+
+// drainPoint is the inbox count n at a poll, with its time and the
+// process's CPU time then.
+type drainPoint struct {
+	at  time.Time
+	cpu time.Duration
+	n   int
+}
+
+// watchDrain polls the inbox count until want events are applied and
+// returns the first and the last poll that saw the count move (zero
+// points when none did).
+func watchDrain(ctx context.Context, pool *pgxpool.Pool, want, batchSize int, progress io.Writer) (first, last drainPoint, err error) {
+	// Polled every 100ms: count(*) scans the table, and a tighter poll
+	// would take measurable CPU from the consumer it measures.
+	lastChange, lastPrint := time.Now(), time.Now()
+	for last.n < want {
+		select {
+		case <-ctx.Done():
+			return first, last, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		cpu := ProcessCPU()
+		at := time.Now()
+		n, err := store.CountInbox(ctx, pool)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet
+				continue
+			}
+			return first, last, fmt.Errorf("count inbox rows: %w", err)
+		}
+		if n != last.n {
+			if first.at.IsZero() {
+				first = drainPoint{at: at, cpu: cpu, n: n}
+			}
+			last, lastChange = drainPoint{at: at, cpu: cpu, n: n}, at
+		}
+		if time.Since(lastChange) > time.Minute {
+			return first, last, fmt.Errorf("drain stalled at %d of %d events", last.n, want)
+		}
+		if progress != nil && time.Since(lastPrint) >= time.Second {
+			lastPrint = time.Now()
+			fmt.Fprintf(progress, "drain batch=%d: %d/%d applied\n", batchSize, last.n, want)
+		}
+	}
+	return first, last, nil
 }
 
 // backendCPU sums the CPU time of the server processes connected to

@@ -254,20 +254,11 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 
 	var pool *pgxpool.Pool
 	if o.DatabaseURL != "" {
-		cfg, err := pgxpool.ParseConfig(o.DatabaseURL)
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: database url: %w", err)
-		}
-		cfg.MaxConns = 2
-		cfg.ConnConfig.RuntimeParams["application_name"] = benchAppName
-		pool, err = pgxpool.NewWithConfig(ctx, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("loadgen: database: %w", err)
+		var err error
+		if pool, err = openPool(ctx, o.DatabaseURL); err != nil {
+			return nil, err
 		}
 		defer pool.Close()
-		if err := pool.Ping(ctx); err != nil {
-			return nil, fmt.Errorf("loadgen: database: %w", err)
-		}
 		l.tracker = newApplyTracker(pool, o.Consumer, o.Source, o.Total, o.PollInterval, o.Events != nil)
 	}
 
@@ -282,18 +273,7 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 		bg.Go(func() { l.report(trackCtx) })
 	}
 	if l.tracker != nil && o.Events != nil {
-		stop, err := o.Events(func(data []byte) {
-			at := time.Now()
-			var ev struct {
-				Cause struct {
-					Source  string `json:"source"`
-					EventID string `json:"event_id"`
-				} `json:"cause"`
-			}
-			if json.Unmarshal(data, &ev) == nil && ev.Cause.Source == o.Source && strings.HasPrefix(ev.Cause.EventID, o.RunID+"-") {
-				l.tracker.relayed(ev.Cause.EventID, at)
-			}
-		})
+		stop, err := o.Events(l.noteRelayed)
 		if err != nil {
 			return nil, fmt.Errorf("loadgen: subscribe to events: %w", err)
 		}
@@ -314,6 +294,66 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 			return nil, fmt.Errorf("loadgen: %w", err)
 		}
 	}
+	err := l.sendAll(ctx)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return l.result(), err
+	}
+
+	res := l.result()
+	if rss != nil {
+		defer func() {
+			r := rss.finish()
+			r.Of = fmt.Sprintf("pid %d", o.RSSPID)
+			res.RSS = &r
+		}()
+	}
+	if l.tracker == nil {
+		return res, nil
+	}
+	return l.awaitApplied(ctx, pool, wal0, res, stopTracking)
+}
+
+// openPool connects the load generator to the database at url, with at
+// most two connections.
+func openPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: database url: %w", err)
+	}
+	cfg.MaxConns = 2
+	cfg.ConnConfig.RuntimeParams["application_name"] = benchAppName
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("loadgen: database: %w", err)
+	}
+	return pool, nil
+}
+
+// noteRelayed tells the tracker of an outgoing event caused by one of
+// this run's webhooks; other events on the subject are not this run's.
+func (l *loader) noteRelayed(data []byte) {
+	at := time.Now()
+	var ev struct {
+		Cause struct {
+			Source  string `json:"source"`
+			EventID string `json:"event_id"`
+		} `json:"cause"`
+	}
+	if json.Unmarshal(data, &ev) == nil && ev.Cause.Source == l.o.Source && strings.HasPrefix(ev.Cause.EventID, l.o.RunID+"-") {
+		l.tracker.relayed(ev.Cause.EventID, at)
+	}
+}
+
+// sendAll drives the load, measuring this process's CPU time and the
+// machine's busy share meanwhile. Its error is why the run was aborted.
+func (l *loader) sendAll(ctx context.Context) error {
 	cpu0 := ProcessCPU()
 	busy0, total0, _ := cpuTimes()
 	// Too many events that no retry got accepted (the server unreachable
@@ -329,75 +369,72 @@ func Load(ctx context.Context, o Options) (*Result, error) {
 	if busy1, total1, err := cpuTimes(); err == nil && total1 > total0 {
 		l.busy = (busy1 - busy0) / (total1 - total0)
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	if err := context.Cause(driveCtx); err != nil {
-		return l.result(), err
-	}
+	return context.Cause(driveCtx)
+}
 
-	res := l.result()
-	if rss != nil {
-		defer func() {
-			r := rss.finish()
-			r.Of = fmt.Sprintf("pid %d", o.RSSPID)
-			res.RSS = &r
-		}()
+// awaitApplied waits for the accepted events to be applied (and relayed,
+// when the events are measured), adds the figures to res and, with
+// Options.Check, checks the counts.
+func (l *loader) awaitApplied(ctx context.Context, pool *pgxpool.Pool, wal0 walMark, res *Result, stopTracking func()) (*Result, error) {
+	o := l.o
+	want := res.Accepted + res.Duplicates
+	l.tracker.wait(ctx, want, false, o.ApplyIdleTimeout)
+	if o.Events != nil {
+		l.tracker.wait(ctx, want, true, 10*time.Second)
 	}
-	if l.tracker != nil {
-		want := res.Accepted + res.Duplicates
-		l.tracker.wait(ctx, want, false, o.ApplyIdleTimeout)
-		if o.Events != nil {
-			l.tracker.wait(ctx, want, true, 10*time.Second)
+	stopTracking()
+	f := l.tracker.figures()
+	res.Applied = f.seen
+	res.E2E = &f.e2e
+	if o.Events != nil {
+		res.Relayed = f.relayed
+		res.RelayE2E = &f.relayE2E
+	}
+	res.PollErrors = f.pollErrs
+	if o.Events != nil {
+		if err := l.measureWAL(ctx, pool, wal0, res); err != nil {
+			return res, err
 		}
-		stopTracking()
-		f := l.tracker.figures()
-		res.Applied = f.seen
-		res.E2E = &f.e2e
-		if o.Events != nil {
-			res.Relayed = f.relayed
-			res.RelayE2E = &f.relayE2E
+	}
+	l.setRates(res, f)
+	if o.Finished != nil {
+		o.Finished()
+	}
+	if f.pollErrs > 0 && f.seen < want {
+		return res, fmt.Errorf("loadgen: polling the inbox failed %d times: %w", f.pollErrs, f.lastErr)
+	}
+	if o.Check {
+		// Give a wrongly redelivered or twice-applied event time to
+		// show up before counting.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
 		}
-		res.PollErrors = f.pollErrs
-		if o.Events != nil {
-			if err := l.measureWAL(ctx, pool, wal0, res); err != nil {
-				return res, err
-			}
+		c, err := VerifyCounts(ctx, pool, o.Consumer, o.Source, o.RunID, want, res.Failed)
+		if err != nil {
+			return res, err
 		}
-		if f.seen > 1 && f.lastSeen.After(f.firstSeen) {
-			res.ApplyRate = float64(f.seen-1) / f.lastSeen.Sub(f.firstSeen).Seconds()
-		}
-		if f.seen > 0 {
-			res.AppliedFromFirstSend = float64(f.seen) / f.lastSeen.Sub(l.start).Seconds()
-			res.PipelineRate = res.AppliedFromFirstSend
-		}
-		if o.Events != nil && f.relayed > 0 {
-			// With the relay measured too, the pipeline is done when the
-			// outgoing events are out, not when the inbox rows are in.
-			res.PipelineRate = float64(f.relayed) / f.lastRelayed.Sub(l.start).Seconds()
-		}
-		if o.Finished != nil {
-			o.Finished()
-		}
-		if f.pollErrs > 0 && f.seen < want {
-			return res, fmt.Errorf("loadgen: polling the inbox failed %d times: %w", f.pollErrs, f.lastErr)
-		}
-		if o.Check {
-			// Give a wrongly redelivered or twice-applied event time to
-			// show up before counting.
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
-			c, err := VerifyCounts(ctx, pool, o.Consumer, o.Source, o.RunID, want, res.Failed)
-			if err != nil {
-				return res, err
-			}
-			res.Check = c.WithPaid(int(l.paid.Load()))
-		}
+		res.Check = c.WithPaid(int(l.paid.Load()))
 	}
 	return res, nil
+}
+
+// setRates sets the apply and pipeline rates of res from the tracker's
+// figures f.
+func (l *loader) setRates(res *Result, f trackerFigures) {
+	if f.seen > 1 && f.lastSeen.After(f.firstSeen) {
+		res.ApplyRate = float64(f.seen-1) / f.lastSeen.Sub(f.firstSeen).Seconds()
+	}
+	if f.seen > 0 {
+		res.AppliedFromFirstSend = float64(f.seen) / f.lastSeen.Sub(l.start).Seconds()
+		res.PipelineRate = res.AppliedFromFirstSend
+	}
+	if l.o.Events != nil && f.relayed > 0 {
+		// With the relay measured too, the pipeline is done when the
+		// outgoing events are out, not when the inbox rows are in.
+		res.PipelineRate = float64(f.relayed) / f.lastRelayed.Sub(l.start).Seconds()
+	}
 }
 
 // measureWAL records the WAL written since wal0 per applied event, once
