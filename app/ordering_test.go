@@ -100,3 +100,37 @@ func TestOldServerRefusedForOrderingKeys(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// An unset streams.partitions is the number HOOKS was created with, so a
+// deployment keeps its partitions when the default changes; a configured
+// number that differs is refused, naming both.
+func TestUnsetPartitionsKeepWhatHooksRecords(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	dir := t.TempDir()
+	config := func(n int) Config {
+		return testConfig(t, ordersHandlers(), func(c *Config) {
+			c.DatabaseURL, c.DataDir, c.Streams.Partitions = db.URL, dir, n
+		})
+	}
+	first := startServer(t, config(7), ordersHandlers())
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	second := startServer(t, config(0), ordersHandlers())
+	if got := second.cfg.Streams.Partitions; got != 7 {
+		t.Errorf("unset partitions ran with %d, want the 7 HOOKS records", got)
+	}
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := NewServer(config(5), ordersHandlers(), nil, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Run(ctx, func(string) {}); !errors.Is(err, stream.ErrPartitionsChanged) {
+		t.Fatalf("5 partitions on a HOOKS of 7: %v, want %v", err, stream.ErrPartitionsChanged)
+	}
+}

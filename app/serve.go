@@ -145,6 +145,24 @@ func (s *Server) connectNATS() error {
 	return nil
 }
 
+// adoptPartitions makes an unset streams.partitions the number HOOKS
+// was created with, so that a deployment keeps its partitions when the
+// default changes; a stream without a record gets the default.
+func (s *Server) adoptPartitions(ctx context.Context) error {
+	if s.cfg.Streams.Partitions > 0 {
+		return nil
+	}
+	n, err := stream.StreamPartitions(ctx, s.js)
+	if err != nil || n == 0 {
+		return err
+	}
+	s.cfg.Streams.Partitions = n
+	if n != stream.DefaultPartitions {
+		s.log.Info("streams.partitions unset: using the number HOOKS was created with", "partitions", n)
+	}
+	return nil
+}
+
 func (s *Server) streamOptions() stream.Options {
 	return stream.Options{
 		Replicas:        s.cfg.Streams.Replicas,
@@ -414,6 +432,9 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		s.storeMax = s.readStoreMax(actx)
+		if err := s.adoptPartitions(actx); err != nil {
+			return struct{}{}, err
+		}
 		// The three at once: an unanswered create then costs one timeout,
 		// not one per stream.
 		o := s.streamOptions()
