@@ -25,8 +25,9 @@ type adjustment struct {
 	Delta int64  `json:"delta"`
 }
 
-// Handle applies one event: a batch of one, a redelivery, or the event a
-// failed batch was narrowed down to.
+// Handle applies one event on its own (the per-event path, which the
+// event a failed batch is narrowed down to takes): the same statement with
+// one row.
 func (stock) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 	return stock{}.HandleBatch(ctx, tx, []consumer.Event{ev})
 }
