@@ -1,12 +1,13 @@
 package cli_test
 
 import (
-	"os"
+	"testing"
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cli"
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -21,5 +22,15 @@ func ExampleMain() {
 			Migrations: []schema.Set{orders.Migrations()},
 		},
 	}
-	os.Exit(cli.Main(os.Args[1:], handlers))
+	// The binary's main is one line: os.Exit(cli.Main(os.Args[1:], handlers)).
+	// Here the same command line migrates a test database: the handlers'
+	// migrations are applied next to hookbridge's own, and only once.
+	hookbridgetest.Example(func(t testing.TB) {
+		db := hookbridgetest.Postgres(t)
+		cli.Main([]string{"migrate", "--database-url", db.URL}, handlers)
+		cli.Main([]string{"migrate", "--database-url", db.URL}, handlers)
+	})
+	// Output:
+	// applied 1 migration(s)
+	// applied 0 migration(s)
 }

@@ -4,10 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/schema"
 )
 
 // A GitHub delivery, signed as GitHub signs it; the event type and id
@@ -28,4 +34,30 @@ func ExampleNewSignedRequest() {
 	// Output:
 	// POST /webhooks/gh
 	// sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17
+}
+
+// A handler applied through the consumer's real apply path, in an Example
+// (hookbridgetest.Example gives it the testing.TB a test would have): the
+// first delivery is processed, an exact repeat is a duplicate, and the
+// same id with another body is a conflict; neither runs the handler.
+func ExampleDatabase_Apply() {
+	hookbridgetest.Example(func(t testing.TB) {
+		tickets := schema.Set{Name: "kit_tickets", FS: fstest.MapFS{
+			"0001_tickets.sql": {Data: []byte(`CREATE SCHEMA kit; CREATE TABLE kit.tickets (id text PRIMARY KEY, title text NOT NULL);`)},
+		}}
+		db := hookbridgetest.Postgres(t, tickets)
+		h := consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			_, err := tx.Exec(ctx, `INSERT INTO kit.tickets (id, title) VALUES ($1, $2)`, ev.ID, string(ev.Body))
+			return err
+		})
+		results := db.Apply(t, h,
+			hookbridgetest.NewEvent("gh", "evt-1", "issues.opened", []byte("login fails")),
+			hookbridgetest.NewEvent("gh", "evt-1", "issues.opened", []byte("login fails")),
+			hookbridgetest.NewEvent("gh", "evt-1", "issues.opened", []byte("another body")))
+		fmt.Println(hookbridgetest.Outcomes(results))
+		fmt.Println(db.Count(t, `SELECT count(*) FROM kit.tickets`), "ticket")
+	})
+	// Output:
+	// [processed duplicate conflict]
+	// 1 ticket
 }

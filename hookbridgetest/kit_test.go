@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -177,5 +178,66 @@ func TestSignedRequestVerifiesForEveryScheme(t *testing.T) {
 	}
 	if _, err := hookbridgetest.NewSignedRequest(context.Background(), "http://x", hookbridgetest.Delivery{Scheme: "nope", Secret: "s"}); err == nil {
 		t.Fatal("unknown scheme signed")
+	}
+}
+
+// captureStdout returns what fn printed to os.Stdout. It swaps the
+// process's stdout, so its callers do not run in parallel.
+func captureStdout(t *testing.T, fn func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = w
+	out := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	fn()
+	os.Stdout = stdout
+	w.Close()
+	return <-out
+}
+
+// Example's t reports a failure on standard output, where the Example's
+// output is compared, stops the body at Fatal like a test, and runs the
+// cleanups last first once the body ends, with t.Context cancelled.
+func TestExampleReportsFailuresAndCleansUp(t *testing.T) {
+	var steps []string
+	var ctxErr error
+	out := captureStdout(t, func() {
+		hookbridgetest.Example(func(t testing.TB) {
+			t.Cleanup(func() { steps = append(steps, "first registered"); ctxErr = t.Context().Err() })
+			t.Cleanup(func() { steps = append(steps, "second registered") })
+			fmt.Println("before")
+			t.Errorf("an error %d", 1)
+			t.Fatal("a fatal")
+			fmt.Println("not printed")
+		})
+	})
+	if want := "before\nFAIL: an error 1\nFAIL: a fatal\n"; out != want {
+		t.Errorf("printed %q, want %q", out, want)
+	}
+	if got := strings.Join(steps, ", "); got != "second registered, first registered" {
+		t.Errorf("cleanups ran: %s", got)
+	}
+	if !errors.Is(ctxErr, context.Canceled) {
+		t.Errorf("t.Context() in a cleanup: %v, want cancelled", ctxErr)
+	}
+	var dir string
+	out = captureStdout(t, func() {
+		hookbridgetest.Example(func(t testing.TB) {
+			dir = t.TempDir()
+			fmt.Println(t.Failed())
+		})
+	})
+	if out != "false\n" {
+		t.Errorf("a passing body printed %q", out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("TempDir %s is still there: %v", dir, err)
 	}
 }
