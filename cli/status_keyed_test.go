@@ -14,6 +14,7 @@ import (
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // status prints a keyed consumer's partitions and its members with their
@@ -48,11 +49,11 @@ func TestStatusShowsKeyedConsumer(t *testing.T) {
 	}
 	flags := []string{"--database-url", db.URL, "--nats-url", ns.URL()}
 	host, _ := os.Hostname()
-	member := regexp.QuoteMeta(host) + `\s+` + regexp.QuoteMeta(itoa(os.Getpid())) + `\s+16\s+`
+	member := regexp.QuoteMeta(host) + `\s+` + regexp.QuoteMeta(itoa(os.Getpid())) + `\s+` + itoa(stream.DefaultPartitions) + `\s+`
 	var out string
 	hookbridgetest.Eventually(t, 30*time.Second, "the keyed consumer in status", func() bool {
 		out, err = runOps(t, append([]string{"status"}, flags...)...)
-		return err == nil && regexpLine(out, `^KEYED orders: 16 partitions, \d+ pinned; 1 member\(s\)$`) && regexpLine(out, `^\w+\s+`+member+`0\s+\S+$`)
+		return err == nil && regexpLine(out, `^KEYED orders: `+itoa(stream.DefaultPartitions)+` partitions, \d+ pinned; 1 member\(s\)$`) && regexpLine(out, `^\w+\s+`+member+`0\s+\S+$`)
 	})
 	if _, err := runOps(t, append([]string{"consumers", "pause", "orders"}, flags...)...); err != nil {
 		t.Fatal(err)

@@ -103,7 +103,7 @@ type BenchCmd struct {
 	Concurrency int           `help:"Requests in flight (and sync publishers)." default:"32"`
 	Total       int           `help:"Events to send." default:"10000"`
 	Rate        float64       `help:"Events per second (open loop; latency counts from the scheduled send). 0 sends as fast as --concurrency allows."`
-	Ordering    bool          `help:"External mode: also run, each round, the demo source without its ordering key and with 1, 4 and 64 partitions, and report applied/s of each against the default (keyed, 16 partitions)."`
+	Ordering    bool          `help:"External mode: also run, each round, the demo source without its ordering key and with 1, 4 and 16 partitions, and report applied/s of each against the default (keyed, stream.DefaultPartitions)."`
 	PaidEvery   int           `name:"paid-every" help:"Make every N-th event an order.paid of an order already created and answered (5: 800 order.created and 200 order.paid per 1,000 events). 0: order.created only."`
 	Poll        time.Duration `help:"Inbox poll interval for the end-to-end latency." default:"2ms"`
 

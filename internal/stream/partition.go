@@ -48,10 +48,13 @@ const HashedKeyPrefix = "sha256:"
 // Partition defaults and bounds.
 const (
 	// DefaultPartitions is the number of partitions of a new HOOKS stream:
-	// enough to spread the keys of a few instances × concurrency 4, few
-	// enough that an idle deployment holds a handful of pull requests per
-	// consumer (docs/PERFORMANCE.md, "Partitions").
-	DefaultPartitions = 16
+	// enough to spread a keyed consumer over eight instances, few enough
+	// that the server's writes of its durables' states stay cheap (each
+	// partition of each keyed consumer is a durable whose state
+	// nats-server writes up to ten times a second under load; with 16,
+	// on one disk with Postgres, applied/s fell to about half the
+	// unkeyed rate: docs/PERFORMANCE.md, "Ordered consumption").
+	DefaultPartitions = 8
 	// MaxPartitions bounds the partitions (and so the durables a keyed
 	// consumer creates).
 	MaxPartitions = 256

@@ -107,7 +107,7 @@ const (
 
 // orderingPartitions are the partition counts an Ordering run compares
 // with the default.
-var orderingPartitions = []int{1, 4, 64}
+var orderingPartitions = []int{1, 4, 16}
 
 func partitionsName(n int) string { return fmt.Sprintf("applied, keyed, %d partitions", n) }
 
