@@ -119,14 +119,19 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 	return results
 }
 
-// withoutDeadLettered settles the redelivered events that already have an
-// unresolved dead letter: their Term was lost, or a member cut off from
-// NATS dead-lettered them while another got them back. Applying one would
-// apply an event its consumer gave up on (and, with an ordering key,
-// after later events of its key). It returns the other events and, when
-// it removed any, their indexes in evs. First deliveries have no dead
-// letter and cost no query.
+// withoutDeadLettered settles the redelivered keyed events that already
+// have an unresolved dead letter: their Term was lost, or a member cut off
+// from NATS dead-lettered them while another got them back. Applying one
+// would apply it after later events of its key, which went on past its
+// dead letter. It returns the other events and, when it removed any,
+// their indexes in evs. First deliveries have no dead letter and cost no
+// query, nor do unkeyed events: a redelivered one is judged by its
+// handler again, and under a storm of failures (every event redelivered)
+// a second round trip per batch would be one more step to fail.
 func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results []Result) ([]Event, []int, error) {
+	if !a.keyed {
+		return evs, nil, nil
+	}
 	var redelivered []store.MessageKey
 	for _, ev := range evs {
 		if ev.NumDelivered > 1 {
