@@ -210,6 +210,7 @@ func TestKeyedConsumersApplyEachKeyInOrder(t *testing.T) {
 	attempts := &sync.Map{}
 	startMember(t, db, ns, "a", attempts, 16)
 	startMember(t, db, ns, "b", attempts, 16)
+	awaitMembersSplit(t, ns, "versions", 2) // else a may apply everything before b is in
 	want := map[string]int{}
 	for v := 1; v <= versions; v++ {
 		for k := range keys {
@@ -447,4 +448,24 @@ func TestDeadMembersOtherKeysGoOn(t *testing.T) {
 	if n := db.Count(t, `SELECT count(*) FROM ordertest.log WHERE key = $1`, held); n != 0 {
 		t.Fatalf("the held key applied %d times before its first version came back", n)
 	}
+}
+
+// awaitMembersSplit waits until n members of consumer announce disjoint
+// shares covering every partition: the members have split the partitions.
+func awaitMembersSplit(t *testing.T, ns *hookbridgetest.JetStream, name string, n int) {
+	t.Helper()
+	hookbridgetest.Eventually(t, time.Minute, "the partitions split between the members", func() bool {
+		ms, err := consumer.Members(context.Background(), ns.JS, name)
+		if err != nil || len(ms) != n {
+			return false
+		}
+		served := 0
+		for _, m := range ms {
+			if len(m.Partitions) == 0 {
+				return false
+			}
+			served += len(m.Partitions)
+		}
+		return served == stream.DefaultPartitions
+	})
 }
