@@ -138,7 +138,7 @@ func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results 
 	}
 	dead := map[inboxKey]bool{}
 	qctx, cancel := a.attempt(ctx)
-	err := store.DeadLettersUnresolvedOf(qctx, a.pool, a.consumer, sources, ids, func(source, id string) { dead[inboxKey{source, id}] = true })
+	err := store.DeadLetterFindUnresolved(qctx, a.pool, a.consumer, sources, ids, func(source, id string) { dead[inboxKey{source, id}] = true })
 	cancel()
 	if err != nil {
 		return evs, nil, fmt.Errorf("apply batch: %w: look up dead letters: %w", errBeginFailed, err)

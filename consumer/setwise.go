@@ -186,7 +186,7 @@ func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq 
 		}
 	}
 	stored := make(map[inboxKey]inboxRow, len(ids))
-	err := store.InboxRepeats(ctx, tx, a.consumer, sources, ids, func(source, id string, sha []byte, seq int64) {
+	err := store.InboxGetMany(ctx, tx, a.consumer, sources, ids, func(source, id string, sha []byte, seq int64) {
 		stored[inboxKey{source, id}] = inboxRow{sha: slices.Clone(sha), seq: seq}
 	})
 	if err != nil {
@@ -198,7 +198,7 @@ func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq 
 // recordConflicts inserts cs in one statement; like [RecordConflict],
 // recording the same conflict twice keeps one row.
 func recordConflicts(ctx context.Context, tx pgx.Tx, cs []ConflictRecord) error {
-	if err := store.InsertConflicts(ctx, tx, cs); err != nil {
+	if err := store.ConflictInsertMany(ctx, tx, cs); err != nil {
 		return fmt.Errorf("apply batch: record %d conflicts: %w", len(cs), err)
 	}
 	return nil

@@ -232,7 +232,7 @@ func checkExisting(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		want[m.ID] = m
 		ids[i] = m.ID
 	}
-	stored, err := store.OutboxExisting(ctx, tx, ids)
+	stored, err := store.OutboxGetMany(ctx, tx, ids)
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: read existing: %w", ids[0], err)
 	}

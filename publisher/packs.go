@@ -20,7 +20,7 @@ type claimedPack struct {
 // claimPacks locks pending packs in key_seq order until they carry
 // BatchSize messages (at least one pack) and returns their messages.
 func (r *Relay) claimPacks(ctx context.Context, tx pgx.Tx) ([]*claimedPack, []*outRow, error) {
-	ps, err := store.OutboxClaimPacks(ctx, tx, r.opts.BatchSize)
+	ps, err := store.OutboxPackClaim(ctx, tx, r.opts.BatchSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox claim packs: %w", err)
 	}
@@ -114,13 +114,13 @@ func (r *Relay) queuePacks(b *pgx.Batch, packs []*claimedPack, oc outcomes) int 
 		}
 	}
 	if len(u.IDs) > 0 {
-		store.QueueOutboxUnpacked(b, u)
+		store.QueueOutboxInsertUnpacked(b, u)
 	}
 	if len(gone) > 0 {
-		store.QueueOutboxPacksDelete(b, gone)
+		store.QueueOutboxPackDelete(b, gone)
 	}
 	if len(sentIDs) > 0 {
-		store.QueueOutboxPacksSent(b, sentIDs, seqs, lo, hi)
+		store.QueueOutboxPackMarkSent(b, sentIDs, seqs, lo, hi)
 	}
 	return len(u.IDs)
 }

@@ -8,24 +8,24 @@ import (
 )
 
 var (
-	sqlOutboxWrite        = load("outbox_write.sql")
-	sqlOutboxExisting     = load("outbox_existing.sql")
-	sqlOutboxStats        = load("outbox_stats.sql")
-	sqlSessionIdleTimeout = load("claim_session_timeout.sql")
-	sqlOutboxClaim        = load("outbox_claim.sql")
-	sqlOutboxKeyHeads     = load("outbox_key_heads.sql")
-	sqlOutboxClaimIDs     = load("outbox_claim_ids.sql")
-	sqlOutboxMarkSent     = load("outbox_mark_sent.sql")
-	sqlOutboxDeleteSent   = load("outbox_delete_sent.sql")
-	sqlOutboxMarkFailed   = load("outbox_mark_failed.sql")
-	sqlOutboxDefer        = load("outbox_defer.sql")
-	sqlOutboxNextDue      = load("outbox_next_due.sql")
-	sqlOutboxPurgeScan    = load("outbox_purge_scan.sql")
-	sqlOutboxPurgeDelete  = load("outbox_purge_delete.sql")
-	sqlOutboxPage         = load("outbox_page.sql")
-	sqlOutboxRequeue      = load("outbox_requeue.sql")
-	sqlOutboxByEventID    = load("outbox_by_event_id.sql")
-	sqlOutboxByID         = load("outbox_by_id.sql")
+	sqlOutboxWrite           = load("outbox_write.sql")
+	sqlOutboxGetMany         = load("outbox_get_many.sql")
+	sqlOutboxStats           = load("outbox_stats.sql")
+	sqlSessionSetIdleTimeout = load("session_set_idle_timeout.sql")
+	sqlOutboxClaim           = load("outbox_claim.sql")
+	sqlOutboxKeyHeads        = load("outbox_key_heads.sql")
+	sqlOutboxClaimIDs        = load("outbox_claim_ids.sql")
+	sqlOutboxMarkSent        = load("outbox_mark_sent.sql")
+	sqlOutboxDeleteSent      = load("outbox_delete_sent.sql")
+	sqlOutboxMarkFailed      = load("outbox_mark_failed.sql")
+	sqlOutboxDefer           = load("outbox_defer.sql")
+	sqlOutboxNextDue         = load("outbox_next_due.sql")
+	sqlOutboxPurgeScan       = load("outbox_purge_scan.sql")
+	sqlOutboxPurgeDelete     = load("outbox_purge_delete.sql")
+	sqlOutboxPage            = load("outbox_page.sql")
+	sqlOutboxRequeue         = load("outbox_requeue.sql")
+	sqlOutboxGetByEventID    = load("outbox_get_by_event_id.sql")
+	sqlOutboxGetByID         = load("outbox_get_by_id.sql")
 )
 
 // OutboxWrite writes messages given as parallel slices (at most 1024),
@@ -50,9 +50,9 @@ type OutboxContent struct {
 	Payload []byte
 }
 
-// OutboxExisting reads the subject and payload of the rows of eventIDs.
-func OutboxExisting(ctx context.Context, q Querier, eventIDs []string) ([]OutboxContent, error) {
-	rows, err := q.Query(ctx, sqlOutboxExisting, eventIDs)
+// OutboxGetMany reads the subject and payload of the rows of eventIDs.
+func OutboxGetMany(ctx context.Context, q Querier, eventIDs []string) ([]OutboxContent, error) {
+	rows, err := q.Query(ctx, sqlOutboxGetMany, eventIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func scanOutboxRows(rows pgx.Rows) ([]OutboxRow, error) {
 // rows, oldest due first, skipping rows others hold: one round trip.
 func OutboxClaim(ctx context.Context, tx Querier, idleMs string, limit int) ([]OutboxRow, error) {
 	b := &pgx.Batch{}
-	b.Queue(sqlSessionIdleTimeout, idleMs)
+	b.Queue(sqlSessionSetIdleTimeout, idleMs)
 	b.Queue(sqlOutboxClaim, limit)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -162,7 +162,7 @@ func collectKeyHeads(rows pgx.Rows) ([]OutboxKeyHead, error) {
 func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, keys []string, counts []int32, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlOutboxKeyHeads, keys, counts)
-	b.Queue(sqlOutboxPacksAhead, before, mine, keys)
+	b.Queue(sqlOutboxPackListAhead, before, mine, keys)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -299,9 +299,9 @@ type OutboxListed struct {
 	NextAttemptAt time.Time
 }
 
-// PageOutbox returns one page of the rows in status ("dead" or
+// OutboxPage returns one page of the rows in status ("dead" or
 // "pending"), newest first, with ids below before (0: from the newest).
-func PageOutbox(ctx context.Context, q Querier, status string, before int64, limit int) ([]OutboxListed, error) {
+func OutboxPage(ctx context.Context, q Querier, status string, before int64, limit int) ([]OutboxListed, error) {
 	rows, err := q.Query(ctx, sqlOutboxPage, status, before, limit)
 	if err != nil {
 		return nil, err
@@ -313,10 +313,10 @@ func PageOutbox(ctx context.Context, q Querier, status string, before int64, lim
 	})
 }
 
-// RequeueOutbox puts the dead row id back to pending, due now, with its
+// OutboxRequeue puts the dead row id back to pending, due now, with its
 // attempts reset, and wakes the relays; it reports whether the row was
 // dead.
-func RequeueOutbox(ctx context.Context, q Querier, id int64) (bool, error) {
+func OutboxRequeue(ctx context.Context, q Querier, id int64) (bool, error) {
 	return returnsRows(ctx, q, sqlOutboxRequeue, id)
 }
 
@@ -329,14 +329,14 @@ type OutboxState struct {
 	StreamSeq uint64 // EVENTS sequence once sent
 }
 
-// OutboxByEventID returns the row of eventID, or pgx.ErrNoRows.
-func OutboxByEventID(ctx context.Context, q Querier, eventID string) (OutboxState, error) {
-	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByEventID, eventID))
+// OutboxGetByEventID returns the row of eventID, or pgx.ErrNoRows.
+func OutboxGetByEventID(ctx context.Context, q Querier, eventID string) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxGetByEventID, eventID))
 }
 
-// OutboxStateByID returns the row id, or pgx.ErrNoRows.
-func OutboxStateByID(ctx context.Context, q Querier, id int64) (OutboxState, error) {
-	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByID, id))
+// OutboxGetByID returns the row id, or pgx.ErrNoRows.
+func OutboxGetByID(ctx context.Context, q Querier, id int64) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxGetByID, id))
 }
 
 func scanOutboxState(row pgx.Row) (OutboxState, error) {

@@ -8,13 +8,13 @@ import (
 )
 
 var (
-	sqlOutboxClaimPacks       = load("outbox_claim_packs.sql")
-	sqlOutboxPacksAhead       = load("outbox_packs_ahead.sql")
-	sqlOutboxPacksSent        = load("outbox_packs_sent.sql")
-	sqlOutboxPacksDelete      = load("outbox_packs_delete.sql")
-	sqlOutboxUnpacked         = load("outbox_unpacked.sql")
-	sqlOutboxPacksPurgeScan   = load("outbox_packs_purge_scan.sql")
-	sqlOutboxPacksPurgeDelete = load("outbox_packs_purge_delete.sql")
+	sqlOutboxPackClaim       = load("outbox_pack_claim.sql")
+	sqlOutboxPackListAhead   = load("outbox_pack_list_ahead.sql")
+	sqlOutboxPackMarkSent    = load("outbox_pack_mark_sent.sql")
+	sqlOutboxPackDelete      = load("outbox_pack_delete.sql")
+	sqlOutboxInsertUnpacked  = load("outbox_insert_unpacked.sql")
+	sqlOutboxPackPurgeScan   = load("outbox_pack_purge_scan.sql")
+	sqlOutboxPackPurgeDelete = load("outbox_pack_purge_delete.sql")
 )
 
 // OutboxPack is one claimed pack: the messages one transaction enqueued
@@ -31,10 +31,10 @@ type OutboxPack struct {
 	Payloads  [][]byte
 }
 
-// OutboxClaimPacks locks pending packs in key_seq order, skipping packs
+// OutboxPackClaim locks pending packs in key_seq order, skipping packs
 // others hold, until they carry budget messages (at least one pack).
-func OutboxClaimPacks(ctx context.Context, tx Querier, budget int) ([]OutboxPack, error) {
-	rows, err := tx.Query(ctx, sqlOutboxClaimPacks, budget)
+func OutboxPackClaim(ctx context.Context, tx Querier, budget int) ([]OutboxPack, error) {
+	rows, err := tx.Query(ctx, sqlOutboxPackClaim, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -61,16 +61,16 @@ func collectPacksAhead(rows pgx.Rows) ([]OutboxPackAhead, error) {
 	})
 }
 
-// QueueOutboxPacksSent queues marking packs firstIDs sent: pack i's
+// QueueOutboxPackMarkSent queues marking packs firstIDs sent: pack i's
 // stream sequences are seqs[lo[i]-1 : hi[i]] (1-based, inclusive, as SQL
 // slices are).
-func QueueOutboxPacksSent(b *pgx.Batch, firstIDs, seqs []int64, lo, hi []int32) {
-	b.Queue(sqlOutboxPacksSent, firstIDs, seqs, lo, hi)
+func QueueOutboxPackMarkSent(b *pgx.Batch, firstIDs, seqs []int64, lo, hi []int32) {
+	b.Queue(sqlOutboxPackMarkSent, firstIDs, seqs, lo, hi)
 }
 
-// QueueOutboxPacksDelete queues deleting packs firstIDs.
-func QueueOutboxPacksDelete(b *pgx.Batch, firstIDs []int64) {
-	b.Queue(sqlOutboxPacksDelete, firstIDs)
+// QueueOutboxPackDelete queues deleting packs firstIDs.
+func QueueOutboxPackDelete(b *pgx.Batch, firstIDs []int64) {
+	b.Queue(sqlOutboxPackDelete, firstIDs)
 }
 
 // Unpacked are messages of packs written as rows with their outcome, as
@@ -92,16 +92,16 @@ type Unpacked struct {
 	Seqs      []*int64
 }
 
-// QueueOutboxUnpacked queues inserting u's messages as rows.
-func QueueOutboxUnpacked(b *pgx.Batch, u *Unpacked) {
-	b.Queue(sqlOutboxUnpacked, u.IDs, u.EventIDs, u.Subjects, u.Headers, u.Payloads, u.Keys, u.KeySeqs,
+// QueueOutboxInsertUnpacked queues inserting u's messages as rows.
+func QueueOutboxInsertUnpacked(b *pgx.Batch, u *Unpacked) {
+	b.Queue(sqlOutboxInsertUnpacked, u.IDs, u.EventIDs, u.Subjects, u.Headers, u.Payloads, u.Keys, u.KeySeqs,
 		u.CreatedAt, u.Status, u.Attempts, u.Errors, u.DelayUs, u.Seqs)
 }
 
-// OutboxPacksPurgeScan is [OutboxPurgeScan] for packs: up to limit packs
+// OutboxPackPurgeScan is [OutboxPurgeScan] for packs: up to limit packs
 // after first id after, in id order.
-func OutboxPacksPurgeScan(ctx context.Context, q Querier, after int64, cutoff time.Time, limit int) ([]OutboxPurgeCandidate, error) {
-	rows, err := q.Query(ctx, sqlOutboxPacksPurgeScan, after, cutoff, limit)
+func OutboxPackPurgeScan(ctx context.Context, q Querier, after int64, cutoff time.Time, limit int) ([]OutboxPurgeCandidate, error) {
+	rows, err := q.Query(ctx, sqlOutboxPackPurgeScan, after, cutoff, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +112,11 @@ func OutboxPacksPurgeScan(ctx context.Context, q Querier, after int64, cutoff ti
 	})
 }
 
-// OutboxPacksPurgeDelete deletes those of packs firstIDs still sent before
+// OutboxPackPurgeDelete deletes those of packs firstIDs still sent before
 // cutoff, skipping packs others hold, and returns how many messages they
 // held.
-func OutboxPacksPurgeDelete(ctx context.Context, q Querier, firstIDs []int64, cutoff time.Time) (int64, error) {
+func OutboxPackPurgeDelete(ctx context.Context, q Querier, firstIDs []int64, cutoff time.Time) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, sqlOutboxPacksPurgeDelete, firstIDs, cutoff).Scan(&n)
+	err := q.QueryRow(ctx, sqlOutboxPackPurgeDelete, firstIDs, cutoff).Scan(&n)
 	return n, err
 }

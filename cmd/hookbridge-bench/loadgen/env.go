@@ -208,7 +208,7 @@ func Drain(ctx context.Context, factory EnvFactory, c ConsumerSettings, total, h
 		}
 		cpu := ProcessCPU()
 		at := time.Now()
-		n, err := store.CountInbox(ctx, pool)
+		n, err := store.InboxCount(ctx, pool)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet

@@ -91,7 +91,7 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		packs, err := store.OutboxClaimPacks(ctx, tx, limit)
+		packs, err := store.OutboxPackClaim(ctx, tx, limit)
 		if err != nil {
 			return fmt.Errorf("claim packs: %w", err)
 		}
@@ -131,7 +131,7 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 		b := &pgx.Batch{}
 		store.QueueOutboxMarkSent(b, ids, ids)
 		if len(packs) > 0 {
-			store.QueueOutboxPacksSent(b, firsts, seqs, lo, hi)
+			store.QueueOutboxPackMarkSent(b, firsts, seqs, lo, hi)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
