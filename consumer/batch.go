@@ -127,18 +127,18 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 // it removed any, their indexes in evs. First deliveries have no dead
 // letter and cost no query.
 func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results []Result) ([]Event, []int, error) {
-	var sources, ids []string
+	var keys []store.EventKey
 	for _, ev := range evs {
 		if ev.NumDelivered > 1 {
-			sources, ids = append(sources, ev.Source), append(ids, ev.ID)
+			keys = append(keys, store.EventKey{Source: ev.Source, EventID: ev.ID})
 		}
 	}
-	if len(ids) == 0 {
+	if len(keys) == 0 {
 		return evs, nil, nil
 	}
 	dead := map[inboxKey]bool{}
 	qctx, cancel := a.attempt(ctx)
-	err := store.DeadLetterFindUnresolved(qctx, a.pool, a.consumer, sources, ids, func(source, id string) { dead[inboxKey{source, id}] = true })
+	err := store.DeadLetterFindUnresolved(qctx, a.pool, a.consumer, keys, func(source, id string) { dead[inboxKey{source, id}] = true })
 	cancel()
 	if err != nil {
 		return evs, nil, fmt.Errorf("apply batch: %w: look up dead letters: %w", errBeginFailed, err)

@@ -74,9 +74,10 @@ func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 	return err
 }
 
-// DeadLetterFindUnresolved calls found for each of the events (sources[i],
-// ids[i]) that has an unresolved dead letter of consumer.
-func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, sources, ids []string, found func(source, id string)) error {
+// DeadLetterFindUnresolved calls found for each of the events keys that
+// has an unresolved dead letter of consumer.
+func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, keys []EventKey, found func(source, id string)) error {
+	sources, ids := eventKeyColumns(keys)
 	rows, err := q.Query(ctx, sqlDeadLetterFindUnresolved, consumer, sources, ids)
 	if err != nil {
 		return err

@@ -81,10 +81,26 @@ func ReadInboxClaimMany(br pgx.BatchResults, claimed func(source, eventID string
 	return err
 }
 
-// InboxGetMany reads the consumer's inbox rows of the keys
-// (sources[i], eventIDs[i]), calling fn for each row found. sha is only
-// valid during the call.
-func InboxGetMany(ctx context.Context, q Querier, consumer string, sources, eventIDs []string, fn func(source, eventID string, sha []byte, seq int64)) error {
+// EventKey names one event: its source and its id there.
+type EventKey struct {
+	Source  string
+	EventID string
+}
+
+// eventKeyColumns splits keys into the parallel arrays the statements
+// unnest.
+func eventKeyColumns(keys []EventKey) (sources, eventIDs []string) {
+	sources, eventIDs = make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		sources[i], eventIDs[i] = k.Source, k.EventID
+	}
+	return sources, eventIDs
+}
+
+// InboxGetMany reads the consumer's inbox rows of keys, calling fn for
+// each row found. sha is only valid during the call.
+func InboxGetMany(ctx context.Context, q Querier, consumer string, keys []EventKey, fn func(source, eventID string, sha []byte, seq int64)) error {
+	sources, eventIDs := eventKeyColumns(keys)
 	rows, err := q.Query(ctx, sqlInboxGetMany, consumer, sources, eventIDs)
 	if err != nil {
 		return err
