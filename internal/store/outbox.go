@@ -137,9 +137,25 @@ type OutboxKeyHead struct {
 	Next   time.Time
 }
 
-// OutboxKeyHeads reads the first counts[i] pending rows of each keys[i], in
-// key_seq order per key.
-func OutboxKeyHeads(ctx context.Context, q Querier, keys []string, counts []int32) ([]OutboxKeyHead, error) {
+// OutboxKeyHeadsParams asks for the first Count pending rows of the
+// ordering key Key.
+type OutboxKeyHeadsParams struct {
+	Key   string
+	Count int32
+}
+
+func keyHeadsColumns(want []OutboxKeyHeadsParams) (keys []string, counts []int32) {
+	keys, counts = make([]string, len(want)), make([]int32, len(want))
+	for i, w := range want {
+		keys[i], counts[i] = w.Key, w.Count
+	}
+	return keys, counts
+}
+
+// OutboxKeyHeads reads the pending rows that want asks for, in key_seq
+// order per key.
+func OutboxKeyHeads(ctx context.Context, q Querier, want []OutboxKeyHeadsParams) ([]OutboxKeyHead, error) {
+	keys, counts := keyHeadsColumns(want)
 	rows, err := q.Query(ctx, sqlOutboxKeyHeads, keys, counts)
 	if err != nil {
 		return nil, err
@@ -156,10 +172,11 @@ func collectKeyHeads(rows pgx.Rows) ([]OutboxKeyHead, error) {
 }
 
 // OutboxKeyHeadsAndPacksAhead is [OutboxKeyHeads] and [OutboxPacksAhead]
-// in one round trip, both with a fresh snapshot: the first counts[i]
-// pending rows of each keys[i], and the pending packs not in mine that
-// come before key_seq before and carry one of keys.
-func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, keys []string, counts []int32, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
+// in one round trip, both with a fresh snapshot: the pending rows that
+// want asks for, and the pending packs not in mine that come before
+// key_seq before and carry one of want's keys.
+func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, want []OutboxKeyHeadsParams, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
+	keys, counts := keyHeadsColumns(want)
 	b := &pgx.Batch{}
 	b.Queue(sqlOutboxKeyHeads, keys, counts)
 	b.Queue(sqlOutboxPackListAhead, before, mine, keys)
@@ -194,9 +211,19 @@ func OutboxClaimIDs(ctx context.Context, tx Querier, ids []int64) ([]OutboxRow, 
 	return scanOutboxRows(rows)
 }
 
-// QueueOutboxMarkSent queues marking rows ids sent with their stream
+// OutboxMarkSentParams is one row published to the stream at StreamSeq.
+type OutboxMarkSentParams struct {
+	ID        int64
+	StreamSeq int64
+}
+
+// QueueOutboxMarkSent queues marking rows sent with their stream
 // sequences.
-func QueueOutboxMarkSent(b *pgx.Batch, ids, seqs []int64) {
+func QueueOutboxMarkSent(b *pgx.Batch, rows []OutboxMarkSentParams) {
+	ids, seqs := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], seqs[i] = r.ID, r.StreamSeq
+	}
 	b.Queue(sqlOutboxMarkSent, ids, seqs)
 }
 
@@ -205,21 +232,47 @@ func QueueOutboxDeleteSent(b *pgx.Batch, ids []int64) {
 	b.Queue(sqlOutboxDeleteSent, ids)
 }
 
-// QueueOutboxMarkFailed queues recording a failed attempt of rows ids:
-// last_error, the next attempt delayUs microseconds from now, and status
-// dead when permanent or when the attempt reaches maxAttempts.
-//
-// counted[i] false records the error and the delay without counting an
-// attempt toward maxAttempts: the broker refused for lack of room, which
-// is not the row's fault.
-func QueueOutboxMarkFailed(b *pgx.Batch, ids []int64, errs []string, delayUs []int64, permanent, counted []bool, maxAttempts int) {
+// OutboxMarkFailedParams is one failed attempt of row ID.
+type OutboxMarkFailedParams struct {
+	ID      int64
+	Error   string // the row's last_error
+	DelayUs int64  // from now to the next attempt
+	// Permanent makes the row dead whatever its attempts.
+	Permanent bool
+	// Counted false records the error and the delay without counting an
+	// attempt toward maxAttempts: the broker refused for lack of room,
+	// which is not the row's fault.
+	Counted bool
+}
+
+// QueueOutboxMarkFailed queues recording a failed attempt of each of rows:
+// last_error, the next attempt DelayUs microseconds from now, and status
+// dead when Permanent or when a counted attempt reaches maxAttempts.
+func QueueOutboxMarkFailed(b *pgx.Batch, rows []OutboxMarkFailedParams, maxAttempts int) {
+	n := len(rows)
+	ids, errs, delayUs := make([]int64, n), make([]string, n), make([]int64, n)
+	permanent, counted := make([]bool, n), make([]bool, n)
+	for i, r := range rows {
+		ids[i], errs[i], delayUs[i] = r.ID, r.Error, r.DelayUs
+		permanent[i], counted[i] = r.Permanent, r.Counted
+	}
 	b.Queue(sqlOutboxMarkFailed, ids, errs, delayUs, permanent, maxAttempts, counted)
 }
 
-// QueueOutboxDefer queues moving each row ids[i] to its blockers[i]'s next
-// attempt when the blocker is pending and due later; queued after
+// OutboxDeferParams moves row ID behind row Blocker.
+type OutboxDeferParams struct {
+	ID      int64
+	Blocker int64
+}
+
+// QueueOutboxDefer queues moving each row to its blocker's next attempt
+// when the blocker is pending and due later; queued after
 // QueueOutboxMarkFailed it sees the blockers' new times.
-func QueueOutboxDefer(b *pgx.Batch, ids, blockers []int64) {
+func QueueOutboxDefer(b *pgx.Batch, rows []OutboxDeferParams) {
+	ids, blockers := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], blockers[i] = r.ID, r.Blocker
+	}
 	b.Queue(sqlOutboxDefer, ids, blockers)
 }
 

@@ -96,10 +96,10 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 			return fmt.Errorf("claim packs: %w", err)
 		}
 		perKey := map[string]int32{}
-		ids := make([]int64, len(rows))
+		sent := make([]store.OutboxMarkSentParams, len(rows))
 		var maxSeq int64
 		for i, o := range rows {
-			ids[i] = o.ID
+			sent[i] = store.OutboxMarkSentParams{ID: o.ID, StreamSeq: o.ID}
 			if o.OrderingKey != nil {
 				perKey[*o.OrderingKey]++
 				maxSeq = max(maxSeq, *o.KeySeq)
@@ -119,17 +119,17 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 				}
 			}
 		}
-		keys, counts := make([]string, 0, len(perKey)), make([]int32, 0, len(perKey))
+		want := make([]store.OutboxKeyHeadsParams, 0, len(perKey))
 		for k, c := range perKey {
-			keys, counts = append(keys, k), append(counts, c+1)
+			want = append(want, store.OutboxKeyHeadsParams{Key: k, Count: c + 1})
 		}
-		if len(keys) > 0 {
-			if _, _, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, keys, counts, maxSeq+1, firsts); err != nil {
+		if len(want) > 0 {
+			if _, _, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, want, maxSeq+1, firsts); err != nil {
 				return fmt.Errorf("key heads: %w", err)
 			}
 		}
 		b := &pgx.Batch{}
-		store.QueueOutboxMarkSent(b, ids, ids)
+		store.QueueOutboxMarkSent(b, sent)
 		if len(packs) > 0 {
 			store.QueueOutboxPackMarkSent(b, firsts, seqs, lo, hi)
 		}
