@@ -61,10 +61,26 @@ func collectPacksAhead(rows pgx.Rows) ([]OutboxPackAhead, error) {
 	})
 }
 
-// QueueOutboxPackMarkSent queues marking packs firstIDs sent: pack i's
-// stream sequences are seqs[lo[i]-1 : hi[i]] (1-based, inclusive, as SQL
-// slices are).
-func QueueOutboxPackMarkSent(b *pgx.Batch, firstIDs, seqs []int64, lo, hi []int32) {
+// OutboxPackMarkSentParams is one pack published whole: StreamSeqs[i] is
+// the stream sequence of its message i.
+type OutboxPackMarkSentParams struct {
+	FirstID    int64
+	StreamSeqs []int64
+}
+
+// QueueOutboxPackMarkSent queues marking packs sent with their stream
+// sequences.
+func QueueOutboxPackMarkSent(b *pgx.Batch, packs []OutboxPackMarkSentParams) {
+	// The statement takes every sequence in one array and each pack's
+	// bounds in it (1-based, inclusive, as SQL slices are): a Postgres
+	// array cannot hold arrays of different lengths.
+	firstIDs, lo, hi := make([]int64, len(packs)), make([]int32, len(packs)), make([]int32, len(packs))
+	var seqs []int64
+	for i, p := range packs {
+		firstIDs[i], lo[i] = p.FirstID, int32(len(seqs)+1)
+		seqs = append(seqs, p.StreamSeqs...)
+		hi[i] = int32(len(seqs))
+	}
 	b.Queue(sqlOutboxPackMarkSent, firstIDs, seqs, lo, hi)
 }
 
@@ -73,29 +89,39 @@ func QueueOutboxPackDelete(b *pgx.Batch, firstIDs []int64) {
 	b.Queue(sqlOutboxPackDelete, firstIDs)
 }
 
-// Unpacked are messages of packs written as rows with their outcome, as
-// parallel slices. Status is pending, sent or dead; DelayUs is from now to
-// the next attempt; Seq is the stream sequence of a sent one.
-type Unpacked struct {
-	IDs       []int64
-	EventIDs  []string
-	Subjects  []string
-	Headers   []*string
-	Payloads  [][]byte
-	Keys      []*string
-	KeySeqs   []*int64
-	CreatedAt []time.Time
-	Status    []string
-	Attempts  []int32
-	Errors    []*string
-	DelayUs   []int64
-	Seqs      []*int64
+// OutboxInsertUnpackedParams is one message of a pack written as a row,
+// with its outcome.
+type OutboxInsertUnpackedParams struct {
+	ID          int64
+	EventID     string
+	Subject     string
+	Headers     *string
+	Payload     []byte
+	OrderingKey *string
+	KeySeq      *int64
+	CreatedAt   time.Time
+	Status      string // pending, sent or dead
+	Attempts    int32
+	Error       *string
+	DelayUs     int64  // from now to the next attempt
+	StreamSeq   *int64 // of a sent one
 }
 
-// QueueOutboxInsertUnpacked queues inserting u's messages as rows.
-func QueueOutboxInsertUnpacked(b *pgx.Batch, u *Unpacked) {
-	b.Queue(sqlOutboxInsertUnpacked, u.IDs, u.EventIDs, u.Subjects, u.Headers, u.Payloads, u.Keys, u.KeySeqs,
-		u.CreatedAt, u.Status, u.Attempts, u.Errors, u.DelayUs, u.Seqs)
+// QueueOutboxInsertUnpacked queues inserting rows.
+func QueueOutboxInsertUnpacked(b *pgx.Batch, rows []OutboxInsertUnpackedParams) {
+	n := len(rows)
+	ids, eventIDs, subjects := make([]int64, n), make([]string, n), make([]string, n)
+	headers, payloads, keys, keySeqs := make([]*string, n), make([][]byte, n), make([]*string, n), make([]*int64, n)
+	createdAt, status, attempts := make([]time.Time, n), make([]string, n), make([]int32, n)
+	errs, delayUs, seqs := make([]*string, n), make([]int64, n), make([]*int64, n)
+	for i, r := range rows {
+		ids[i], eventIDs[i], subjects[i] = r.ID, r.EventID, r.Subject
+		headers[i], payloads[i], keys[i], keySeqs[i] = r.Headers, r.Payload, r.OrderingKey, r.KeySeq
+		createdAt[i], status[i], attempts[i] = r.CreatedAt, r.Status, r.Attempts
+		errs[i], delayUs[i], seqs[i] = r.Error, r.DelayUs, r.StreamSeq
+	}
+	b.Queue(sqlOutboxInsertUnpacked, ids, eventIDs, subjects, headers, payloads, keys, keySeqs,
+		createdAt, status, attempts, errs, delayUs, seqs)
 }
 
 // OutboxPackPurgeScan is [OutboxPurgeScan] for packs: up to limit packs

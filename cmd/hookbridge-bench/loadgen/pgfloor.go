@@ -105,13 +105,13 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 				maxSeq = max(maxSeq, *o.KeySeq)
 			}
 		}
-		firsts, lo, hi, seqs := make([]int64, len(packs)), make([]int32, len(packs)), make([]int32, len(packs)), []int64{}
+		firsts, packsSent := make([]int64, len(packs)), make([]store.OutboxPackMarkSentParams, len(packs))
 		for i, p := range packs {
-			firsts[i], lo[i] = p.FirstID, int32(len(seqs)+1)
+			seqs := make([]int64, len(p.EventIDs))
 			for j := range p.EventIDs {
-				seqs = append(seqs, p.FirstID+int64(j))
+				seqs[j] = p.FirstID + int64(j)
 			}
-			hi[i] = int32(len(seqs))
+			firsts[i], packsSent[i] = p.FirstID, store.OutboxPackMarkSentParams{FirstID: p.FirstID, StreamSeqs: seqs}
 			for j, k := range p.Keys {
 				if k != nil {
 					perKey[*k]++
@@ -131,7 +131,7 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 		b := &pgx.Batch{}
 		store.QueueOutboxMarkSent(b, sent)
 		if len(packs) > 0 {
-			store.QueueOutboxPackMarkSent(b, firsts, seqs, lo, hi)
+			store.QueueOutboxPackMarkSent(b, packsSent)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})
