@@ -28,15 +28,39 @@ var (
 	sqlOutboxGetByID         = load("outbox_get_by_id.sql")
 )
 
-// OutboxWrite writes messages given as parallel slices (at most 1024),
-// in slice order, with one statement, and returns the event ids it wrote;
-// ids already in the outbox are skipped. When the transaction owns every
-// id (each is the derived id of an event it claimed in the inbox) and
-// none is in the outbox, the messages go into one pack; otherwise into
-// one row each. headers and orderingKeys are nil when no message has one;
-// a nil element is a message without.
-func OutboxWrite(ctx context.Context, q Querier, eventIDs, subjects []string, headers []*string, payloads [][]byte, orderingKeys []*string) ([]string, error) {
-	rows, err := q.Query(ctx, sqlOutboxWrite, eventIDs, subjects, headers, payloads, orderingKeys)
+// OutboxWriteParams is one message for [OutboxWrite].
+type OutboxWriteParams struct {
+	EventID     string
+	Subject     string
+	Headers     *string // JSON object; nil when the message has none
+	Payload     []byte
+	OrderingKey *string // nil when the message has none
+}
+
+// OutboxWrite writes msgs (at most 1024), in order, with one statement,
+// and returns the event ids it wrote; ids already in the outbox are
+// skipped. When the transaction owns every id (each is the derived id of
+// an event it claimed in the inbox) and none is in the outbox, the
+// messages go into one pack; otherwise into one row each.
+func OutboxWrite(ctx context.Context, q Querier, msgs []OutboxWriteParams) ([]string, error) {
+	n := len(msgs)
+	eventIDs, subjects, payloads := make([]string, n), make([]string, n), make([][]byte, n)
+	headers, keys := make([]*string, n), make([]*string, n)
+	anyHeader, anyKey := false, false
+	for i, m := range msgs {
+		eventIDs[i], subjects[i], payloads[i] = m.EventID, m.Subject, m.Payload
+		headers[i], keys[i] = m.Headers, m.OrderingKey
+		anyHeader, anyKey = anyHeader || m.Headers != nil, anyKey || m.OrderingKey != nil
+	}
+	// A column no message uses is sent as NULL rather than an array of
+	// NULLs, as a pack stores it.
+	if !anyHeader {
+		headers = nil
+	}
+	if !anyKey {
+		keys = nil
+	}
+	rows, err := q.Query(ctx, sqlOutboxWrite, eventIDs, subjects, headers, payloads, keys)
 	if err != nil {
 		return nil, err
 	}
