@@ -413,7 +413,7 @@ func TestConflictShowAndResolve(t *testing.T) {
 	origSeq := e.ns.PublishHook(t, "demo", "c1", orders.Created, original)
 	e.apply(t, "c1")
 	rejected := []byte{0xff, 0xfe, 'x'} // not UTF-8: answered as base64
-	if err := store.InsertConflict(context.Background(), e.db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1",
+	if err := store.ConflictInsert(context.Background(), e.db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1",
 		EventType: orders.Created, RejectedSeq: 99, RejectedBody: rejected}); err != nil {
 		t.Fatal(err)
 	}
@@ -621,7 +621,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	seq := e.ns.PublishHook(t, "demo", "p-early", orders.Paid, orders.WebhookBody(orders.Paid, "o-late", 100))
 	key := store.MessageKey{Source: "demo", EventID: "p-early", StreamSeq: seq}
 	for range 2 {
-		if _, err := store.CountFailure(context.Background(), e.db.Pool, "orders", key, "unknown order o-late"); err != nil {
+		if _, err := store.FailureIncrement(context.Background(), e.db.Pool, "orders", key, "unknown order o-late"); err != nil {
 			t.Fatal(err)
 		}
 	}

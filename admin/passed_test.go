@@ -29,7 +29,7 @@ func (e *apiEnv) deadCreated(t *testing.T, eventID, orderID, laterID string) (id
 	}
 	if laterID != "" {
 		laterSeq = e.ns.PublishKeyedHook(t, "demo", laterID, orders.Paid, orderID, orders.WebhookBody(orders.Paid, orderID, 100))
-		if err := store.MarkDeadLetterPassed(ctx, e.db.Pool, "orders", store.MessageKey{Source: "demo", EventID: eventID, StreamSeq: seq}, laterID, laterSeq); err != nil {
+		if err := store.DeadLetterMarkPassed(ctx, e.db.Pool, "orders", store.MessageKey{Source: "demo", EventID: eventID, StreamSeq: seq}, laterID, laterSeq); err != nil {
 			t.Fatal(err)
 		}
 	}

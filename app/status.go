@@ -181,19 +181,19 @@ func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
 		return err
 	}
 	st.Outbox = OutboxStatus{Pending: ob.Pending, Dead: ob.Dead, Sent: ob.Sent, OldestPendingSecond: ob.OldestPending.Seconds()}
-	if st.Conflicts, err = store.CountConflicts(ctx, pool); err != nil {
+	if st.Conflicts, err = store.ConflictCount(ctx, pool); err != nil {
 		return fmt.Errorf("count conflicts: %w", err)
 	}
-	if st.ConflictsUnresolved, err = store.CountUnresolvedConflicts(ctx, pool); err != nil {
+	if st.ConflictsUnresolved, err = store.ConflictCountUnresolved(ctx, pool); err != nil {
 		return fmt.Errorf("count conflicts: %w", err)
 	}
 	if st.DeadLetters, err = unresolvedDeadLetters(ctx, pool); err != nil {
 		return err
 	}
-	if st.Retrying, err = store.ListFailures(ctx, pool, RetryingShown); err != nil {
+	if st.Retrying, err = store.FailureList(ctx, pool, RetryingShown); err != nil {
 		return fmt.Errorf("list failing events: %w", err)
 	}
-	if st.RetryingByConsumer, err = store.FailingByConsumer(ctx, pool); err != nil {
+	if st.RetryingByConsumer, err = store.FailureCountByConsumer(ctx, pool); err != nil {
 		return fmt.Errorf("count failing events: %w", err)
 	}
 	return nil
@@ -329,7 +329,7 @@ func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, st
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,
 // for status and for the dead-letter gauge.
 func unresolvedDeadLetters(ctx context.Context, pool *pgxpool.Pool) (map[string]int64, error) {
-	out, err := store.UnresolvedDeadLetters(ctx, pool)
+	out, err := store.DeadLetterCountUnresolvedByConsumer(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("count dead letters: %w", err)
 	}

@@ -164,7 +164,7 @@ func TestActionCommands(t *testing.T) {
 		t.Fatalf("unresolved dead letters = %d", n)
 	}
 
-	if err := store.InsertConflict(ctx, db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1", EventType: orders.Created, RejectedBody: []byte("{}")}); err != nil {
+	if err := store.ConflictInsert(ctx, db.Pool, store.Conflict{DetectedBy: "orders", Source: "demo", EventID: "c1", EventType: orders.Created, RejectedBody: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "resolve", "1", "--resolution", "kept the original"}, flags...)...)

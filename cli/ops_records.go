@@ -169,7 +169,7 @@ func conflictView(c store.Conflict) Conflict {
 // Run implements `conflicts list`.
 func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		stored, err := store.ListConflicts(ctx, pool, max(c.Limit, 1))
+		stored, err := store.ConflictList(ctx, pool, max(c.Limit, 1))
 		if err != nil {
 			return fmt.Errorf("conflicts: %w", dbError(err))
 		}

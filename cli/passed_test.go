@@ -36,7 +36,7 @@ func TestPassedDeadLetterCommands(t *testing.T) {
 	passed, passedSeq := deadLetter("c1", "o-1")
 	// The consumer applied a later event of o-1 and marked the dead letter.
 	laterSeq := ns.PublishKeyedHook(t, "demo", "u1", orders.Paid, "o-1", orders.WebhookBody(orders.Paid, "o-1", 100))
-	if err := store.MarkDeadLetterPassed(ctx, db.Pool, "orders", store.MessageKey{Source: "demo", EventID: "c1", StreamSeq: passedSeq}, "u1", laterSeq); err != nil {
+	if err := store.DeadLetterMarkPassed(ctx, db.Pool, "orders", store.MessageKey{Source: "demo", EventID: "c1", StreamSeq: passedSeq}, "u1", laterSeq); err != nil {
 		t.Fatal(err)
 	}
 	deadLetter("c2", "o-2")

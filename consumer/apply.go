@@ -236,7 +236,7 @@ type ConflictRecord = store.Conflict
 // detector, event and rejected body) keeps one row. An empty rejected body
 // is stored empty, not NULL.
 func RecordConflict(ctx context.Context, tx pgx.Tx, c ConflictRecord) error {
-	if err := store.InsertConflict(ctx, tx, c); err != nil {
+	if err := store.ConflictInsert(ctx, tx, c); err != nil {
 		return fmt.Errorf("record conflict %s/%s: %w", c.Source, c.EventID, err)
 	}
 	return nil

@@ -142,7 +142,7 @@ func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results 
 		return evs, nil, nil
 	}
 	qctx, cancel := a.attempt(ctx)
-	dead, err := store.DeadLettersUnresolvedOf(qctx, a.pool, a.consumer, redelivered)
+	dead, err := store.DeadLetterFindUnresolved(qctx, a.pool, a.consumer, redelivered)
 	cancel()
 	if err != nil {
 		return evs, nil, fmt.Errorf("apply batch: %w: look up dead letters: %w", errBeginFailed, err)

@@ -64,7 +64,7 @@ func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) err
 		rec := d
 		rec.Body = body
 		rec.LastError = ShortError(d.LastError)
-		err := store.InsertDeadLetter(ctx, tx, rec)
+		err := store.DeadLetterInsert(ctx, tx, rec)
 		return err
 	})
 	if err != nil {
@@ -74,12 +74,12 @@ func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) err
 }
 
 // DeadLetterFilter selects dead letters; zero fields match everything.
-type DeadLetterFilter = store.DeadLetterFilter
+type DeadLetterFilter = store.DeadLetterListParams
 
 // ListDeadLetters returns the matching dead letters without bodies, in
 // stream order.
 func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, f DeadLetterFilter) ([]DeadLetter, error) {
-	out, err := store.ListDeadLetters(ctx, pool, f)
+	out, err := store.DeadLetterList(ctx, pool, f)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
@@ -88,7 +88,7 @@ func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, f DeadLetterFilter
 
 // GetDeadLetter returns one dead letter with its body.
 func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLetter, error) {
-	d, err := store.GetDeadLetter(ctx, pool, id)
+	d, err := store.DeadLetterGet(ctx, pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrDeadLetterNotFound)
 	}
@@ -101,7 +101,7 @@ func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLette
 // noteReplayFailure keeps the latest error of a dead letter whose replay
 // failed again, so `dead-letters show` tells why.
 func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, err error) error {
-	dbErr := store.NoteDeadLetterError(ctx, pool, consumer, ev.messageKey(), ShortError("replay: "+err.Error()))
+	dbErr := store.DeadLetterNoteError(ctx, pool, consumer, ev.messageKey(), ShortError("replay: "+err.Error()))
 	if dbErr != nil {
 		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, ev.StreamSeq, dbErr)
 	}
@@ -161,7 +161,7 @@ func (c *Consumer) recordPassed(ctx context.Context, dead deadRef, later *kmsg) 
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	laterID := later.msg.Headers().Get(stream.HeaderEventID)
-	if err := store.MarkDeadLetterPassed(dctx, c.pool, c.opts.Name, dead.MessageKey, laterID, later.seq); err != nil {
+	if err := store.DeadLetterMarkPassed(dctx, c.pool, c.opts.Name, dead.MessageKey, laterID, later.seq); err != nil {
 		c.opts.Logger.Warn("could not record that a dead letter's key moved on", "consumer", c.opts.Name,
 			"event_id", dead.EventID, "seq", dead.StreamSeq, "err", errtext.ForLog(err))
 	}
@@ -172,7 +172,7 @@ func (c *Consumer) recordPassed(ctx context.Context, dead deadRef, later *kmsg) 
 func (c *Consumer) unpassedDeadLetters(ctx context.Context, p, partitions int) ([]deadRef, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rows, err := store.UnpassedDeadLetters(ctx, c.pool, c.opts.Name)
+	rows, err := store.DeadLetterListUnpassed(ctx, c.pool, c.opts.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters of consumer %s: %w", c.opts.Name, err)
 	}

@@ -63,7 +63,7 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 				return fmt.Errorf("remove inbox probe: %w", err)
 			}
 		}
-		n, err = store.CountFailure(ctx, tx, consumer, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq},
+		n, err = store.FailureIncrement(ctx, tx, consumer, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq},
 			ShortError(cause.Error()))
 		if errors.Is(err, pgx.ErrNoRows) {
 			n = 0
@@ -81,7 +81,7 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 // counter's upsert with the dead letter of the same message, so that
 // neither misses the other's committed row.
 func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, seq uint64) error {
-	if err := store.LockMessage(ctx, tx, consumer, source, id, seq); err != nil {
+	if err := store.MessageLock(ctx, tx, consumer, source, id, seq); err != nil {
 		return fmt.Errorf("lock message: %w", err)
 	}
 	return nil
@@ -100,6 +100,6 @@ func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
 	if len(keys) == 0 {
 		return false
 	}
-	store.QueueClearFailures(b, consumer, keys)
+	store.QueueFailureClear(b, consumer, keys)
 	return true
 }

@@ -506,7 +506,7 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 	}
 	applied := map[[2]string]bool{}
 	for source, ids := range bySource {
-		got, err := store.InboxApplied(ctx, g.c.pool, g.c.opts.Name, source, ids)
+		got, err := store.InboxFindApplied(ctx, g.c.pool, g.c.opts.Name, source, ids)
 		if err != nil {
 			return nil, fmt.Errorf("read the inbox: %w", err)
 		}

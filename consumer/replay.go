@@ -451,7 +451,7 @@ func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h 
 		return Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	locked, err := store.LockDeadLetter(ctx, tx, consumer, ev.messageKey())
+	locked, err := store.DeadLetterLock(ctx, tx, consumer, ev.messageKey())
 	if err != nil {
 		return Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}
@@ -463,7 +463,7 @@ func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h 
 		return Failed, false, false, err
 	}
 	if out == Processed || out == Duplicate {
-		if resolved, err = store.ResolveDeadLetter(ctx, tx, consumer, ev.messageKey(), resolution); err != nil {
+		if resolved, err = store.DeadLetterResolve(ctx, tx, consumer, ev.messageKey(), resolution); err != nil {
 			return Failed, false, false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumer, ev.StreamSeq, err)
 		}
 	}

@@ -178,15 +178,14 @@ func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []i
 // readRepeats reads the inbox rows of the keys at uniq that were not
 // claimed.
 func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq []int, claimed map[inboxKey]bool) (map[inboxKey]inboxRow, error) {
-	var sources, ids []string
+	var keys []store.EventKey
 	for _, i := range uniq {
 		if !claimed[inboxKey{evs[i].Source, evs[i].ID}] {
-			sources = append(sources, evs[i].Source)
-			ids = append(ids, evs[i].ID)
+			keys = append(keys, store.EventKey{Source: evs[i].Source, EventID: evs[i].ID})
 		}
 	}
-	stored := make(map[inboxKey]inboxRow, len(ids))
-	err := store.InboxRepeats(ctx, tx, a.consumer, sources, ids, func(source, id string, sha []byte, seq int64) {
+	stored := make(map[inboxKey]inboxRow, len(keys))
+	err := store.InboxGetMany(ctx, tx, a.consumer, keys, func(source, id string, sha []byte, seq int64) {
 		stored[inboxKey{source, id}] = inboxRow{sha: slices.Clone(sha), seq: seq}
 	})
 	if err != nil {
@@ -198,7 +197,7 @@ func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq 
 // recordConflicts inserts cs in one statement; like [RecordConflict],
 // recording the same conflict twice keeps one row.
 func recordConflicts(ctx context.Context, tx pgx.Tx, cs []ConflictRecord) error {
-	if err := store.InsertConflicts(ctx, tx, cs); err != nil {
+	if err := store.ConflictInsertMany(ctx, tx, cs); err != nil {
 		return fmt.Errorf("apply batch: record %d conflicts: %w", len(cs), err)
 	}
 	return nil

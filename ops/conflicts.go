@@ -18,7 +18,7 @@ import (
 type Conflict = store.Conflict
 
 // ConflictPage selects one page of conflicts (newest first).
-type ConflictPage = store.ConflictPage
+type ConflictPage = store.ConflictPageParams
 
 // ListConflicts returns one page of conflicts, without bodies.
 func (o *Ops) ListConflicts(ctx context.Context, p ConflictPage) ([]Conflict, error) {
@@ -27,7 +27,7 @@ func (o *Ops) ListConflicts(ctx context.Context, p ConflictPage) ([]Conflict, er
 	default:
 		return nil, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
 	}
-	out, err := store.PageConflicts(ctx, o.Pool, p)
+	out, err := store.ConflictPage(ctx, o.Pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("list conflicts: %w", err)
 	}
@@ -47,7 +47,7 @@ type ConflictDetail struct {
 // GetConflict returns one conflict with its rejected body and, when HOOKS
 // still holds it, the original body.
 func (o *Ops) GetConflict(ctx context.Context, id int64) (ConflictDetail, error) {
-	c, err := store.GetConflict(ctx, o.Pool, id)
+	c, err := store.ConflictGet(ctx, o.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ConflictDetail{}, fmt.Errorf("conflict %d: %w", id, ErrNotFound)
 	}
@@ -68,7 +68,7 @@ func (o *Ops) originalBody(ctx context.Context, c Conflict) ([]byte, string) {
 	}
 	seq := uint64(c.OriginalSeq)
 	if seq == 0 && c.DetectedBy != consumer.IngressConflictDetector {
-		rows, err := store.InboxForEvent(ctx, o.Pool, []string{c.DetectedBy}, c.Source, c.EventID)
+		rows, err := store.InboxListForEvent(ctx, o.Pool, []string{c.DetectedBy}, c.Source, c.EventID)
 		if err == nil && len(rows) == 1 {
 			seq = rows[0].StreamSeq
 		}
@@ -103,12 +103,12 @@ func (o *Ops) ResolveConflict(ctx context.Context, id int64, resolution string) 
 	if resolution == "" {
 		return "", fmt.Errorf("resolve conflict %d: a resolution is required: %w", id, ErrInvalid)
 	}
-	if _, err := store.GetConflict(ctx, o.Pool, id); errors.Is(err, pgx.ErrNoRows) {
+	if _, err := store.ConflictGet(ctx, o.Pool, id); errors.Is(err, pgx.ErrNoRows) {
 		return "", fmt.Errorf("conflict %d: %w", id, ErrNotFound)
 	} else if err != nil {
 		return "", fmt.Errorf("get conflict %d: %w", id, err)
 	}
-	changed, err := store.ResolveConflict(ctx, o.Pool, id, consumer.ShortError(resolution))
+	changed, err := store.ConflictResolve(ctx, o.Pool, id, consumer.ShortError(resolution))
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
 	}

@@ -25,7 +25,7 @@ const (
 type DeadLetter = store.DeadLetter
 
 // DeadLetterPage selects one page of dead letters (newest first).
-type DeadLetterPage = store.DeadLetterPage
+type DeadLetterPage = store.DeadLetterPageParams
 
 // ListDeadLetters returns one page of dead letters, without bodies.
 func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) ([]DeadLetter, error) {
@@ -34,7 +34,7 @@ func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) ([]DeadLett
 	default:
 		return nil, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
 	}
-	out, err := store.PageDeadLetters(ctx, o.Pool, p)
+	out, err := store.DeadLetterPage(ctx, o.Pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
@@ -43,7 +43,7 @@ func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) ([]DeadLett
 
 // GetDeadLetter returns one dead letter with its body.
 func (o *Ops) GetDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
-	d, err := store.GetDeadLetter(ctx, o.Pool, id)
+	d, err := store.DeadLetterGet(ctx, o.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
 	}
@@ -175,7 +175,7 @@ func (o *Ops) DiscardDeadLetter(ctx context.Context, id int64, reason string) (s
 	if _, err := o.GetDeadLetter(ctx, id); err != nil {
 		return "", err
 	}
-	changed, err := store.DiscardDeadLetter(ctx, o.Pool, id, consumer.ShortError(reason))
+	changed, err := store.DeadLetterDiscard(ctx, o.Pool, id, consumer.ShortError(reason))
 	if err != nil {
 		return "", fmt.Errorf("discard dead letter %d: %w", id, err)
 	}

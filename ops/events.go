@@ -103,19 +103,19 @@ func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife,
 	life := EventLife{Source: source, EventID: eventID, Consumers: []EventAtConsumer{}, DeadLetters: []LifeDeadLetter{},
 		Conflicts: []LifeConflict{}, Outbox: []EventOutbox{}}
 	names := o.consumerNames()
-	inbox, err := store.InboxForEvent(ctx, o.Pool, names, source, eventID)
+	inbox, err := store.InboxListForEvent(ctx, o.Pool, names, source, eventID)
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: inbox: %w", source, eventID, err)
 	}
-	dead, err := store.DeadLettersForEvent(ctx, o.Pool, names, source, eventID)
+	dead, err := store.DeadLetterListForEvent(ctx, o.Pool, names, source, eventID)
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: dead letters: %w", source, eventID, err)
 	}
-	failing, err := store.FailuresForEvent(ctx, o.Pool, names, source, eventID)
+	failing, err := store.FailureListForEvent(ctx, o.Pool, names, source, eventID)
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: delivery failures: %w", source, eventID, err)
 	}
-	conflicts, err := store.ConflictsForEvent(ctx, o.Pool, append(slices.Clone(names), consumer.IngressConflictDetector), source, eventID)
+	conflicts, err := store.ConflictListForEvent(ctx, o.Pool, append(slices.Clone(names), consumer.IngressConflictDetector), source, eventID)
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: conflicts: %w", source, eventID, err)
 	}
@@ -153,7 +153,7 @@ func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife,
 			DetectedAt: x.DetectedAt.UTC(), ResolvedAt: utcPtr(x.ResolvedAt), Resolution: x.Resolution})
 	}
 	for _, a := range inbox {
-		row, err := store.OutboxByEventID(ctx, o.Pool, publisher.DerivedID(a.Consumer, source, eventID))
+		row, err := store.OutboxGetByEventID(ctx, o.Pool, publisher.DerivedID(a.Consumer, source, eventID))
 		if err != nil {
 			continue // none written under the convention (or not readable)
 		}

@@ -19,7 +19,7 @@ func (o *Ops) ListOutbox(ctx context.Context, state string, before int64, limit 
 	if state != "dead" && state != "pending" {
 		return nil, fmt.Errorf("outbox state %q: use dead or pending: %w", state, ErrInvalid)
 	}
-	out, err := store.PageOutbox(ctx, o.Pool, state, before, limit)
+	out, err := store.OutboxPage(ctx, o.Pool, state, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox: %w", err)
 	}
@@ -30,7 +30,7 @@ func (o *Ops) ListOutbox(ctx context.Context, state string, before int64, limit 
 // attempts reset, due now, and wakes the relays. A row that is not dead
 // is left alone ("not_dead").
 func (o *Ops) RequeueOutbox(ctx context.Context, id int64) (string, error) {
-	changed, err := store.RequeueOutbox(ctx, o.Pool, id)
+	changed, err := store.OutboxRequeue(ctx, o.Pool, id)
 	if err != nil {
 		return "", fmt.Errorf("requeue outbox row %d: %w", id, err)
 	}
@@ -46,7 +46,7 @@ func (o *Ops) RequeueOutbox(ctx context.Context, id int64) (string, error) {
 }
 
 func (o *Ops) outboxExists(ctx context.Context, id int64) (bool, error) {
-	_, err := store.OutboxStateByID(ctx, o.Pool, id)
+	_, err := store.OutboxGetByID(ctx, o.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -79,7 +80,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	}
 	w := &writes{}
 	w.add(m, headers)
-	written, err := store.OutboxWrite(ctx, tx, w.ids, w.subjects, w.headerColumn(), w.payloads, w.keyColumn())
+	written, err := store.OutboxWrite(ctx, tx, w.msgs)
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: %w", m.ID, err)
 	}
@@ -146,17 +147,17 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 // per [maxPerWrite] messages, then compares the messages whose ids were
 // in the outbox already with what it holds.
 func write(ctx context.Context, tx pgx.Tx, w *writes, msgs []Message) error {
-	done := make(map[string]bool, len(w.ids))
-	for _, c := range w.chunks(maxPerWrite) {
-		written, err := store.OutboxWrite(ctx, tx, c.ids, c.subjects, c.headerColumn(), c.payloads, c.keyColumn())
+	done := make(map[string]bool, len(w.msgs))
+	for c := range slices.Chunk(w.msgs, maxPerWrite) {
+		written, err := store.OutboxWrite(ctx, tx, c)
 		if err != nil {
-			return fmt.Errorf("enqueue %d outbox events: %w", len(c.ids), err)
+			return fmt.Errorf("enqueue %d outbox events: %w", len(c), err)
 		}
 		for _, id := range written {
 			done[id] = true
 		}
 	}
-	if len(done) == len(w.ids) {
+	if len(done) == len(w.msgs) {
 		return nil
 	}
 	var repeats []Message
@@ -172,54 +173,19 @@ func write(ctx context.Context, tx pgx.Tx, w *writes, msgs []Message) error {
 // most 1024 (the step of the outbox's id and key_seq sequences).
 const maxPerWrite = 1024
 
-// writes are validated messages as the columns of one write.
+// writes are validated messages in the order of one write.
 type writes struct {
-	ids, subjects []string
-	headers, keys []*string
-	payloads      [][]byte
-	anyHeader     bool
-	anyKey        bool
+	msgs []store.OutboxWriteParams
 }
 
 func (w *writes) add(m Message, headers *string) {
-	w.ids = append(w.ids, m.ID)
-	w.subjects = append(w.subjects, m.Subject)
-	w.headers = append(w.headers, headers)
-	w.payloads = append(w.payloads, m.Payload)
-	w.keys = append(w.keys, orderingKey(m))
-	w.anyHeader = w.anyHeader || headers != nil
-	w.anyKey = w.anyKey || m.OrderingKey != ""
-}
-
-// headerColumn and keyColumn are nil when no message has one, as a pack
-// stores them.
-func (w *writes) headerColumn() []*string {
-	if !w.anyHeader {
-		return nil
-	}
-	return w.headers
-}
-
-func (w *writes) keyColumn() []*string {
-	if !w.anyKey {
-		return nil
-	}
-	return w.keys
-}
-
-// chunks splits w into writes of at most n messages, in order.
-func (w *writes) chunks(n int) []*writes {
-	var out []*writes
-	for lo := 0; lo < len(w.ids); lo += n {
-		hi := min(lo+n, len(w.ids))
-		c := &writes{ids: w.ids[lo:hi], subjects: w.subjects[lo:hi], headers: w.headers[lo:hi], payloads: w.payloads[lo:hi], keys: w.keys[lo:hi]}
-		for i := range c.ids {
-			c.anyHeader = c.anyHeader || c.headers[i] != nil
-			c.anyKey = c.anyKey || c.keys[i] != nil
-		}
-		out = append(out, c)
-	}
-	return out
+	w.msgs = append(w.msgs, store.OutboxWriteParams{
+		EventID:     m.ID,
+		Subject:     m.Subject,
+		Headers:     headers,
+		Payload:     m.Payload,
+		OrderingKey: orderingKey(m),
+	})
 }
 
 // checkExisting compares msgs with the outbox rows of their ids, which an
@@ -232,7 +198,7 @@ func checkExisting(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 		want[m.ID] = m
 		ids[i] = m.ID
 	}
-	stored, err := store.OutboxExisting(ctx, tx, ids)
+	stored, err := store.OutboxGetMany(ctx, tx, ids)
 	if err != nil {
 		return fmt.Errorf("enqueue outbox event %s: read existing: %w", ids[0], err)
 	}

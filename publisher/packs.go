@@ -20,7 +20,7 @@ type claimedPack struct {
 // claimPacks locks pending packs in key_seq order until they carry
 // BatchSize messages (at least one pack) and returns their messages.
 func (r *Relay) claimPacks(ctx context.Context, tx pgx.Tx) ([]*claimedPack, []*outRow, error) {
-	ps, err := store.OutboxClaimPacks(ctx, tx, r.opts.BatchSize)
+	ps, err := store.OutboxPackClaim(ctx, tx, r.opts.BatchSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox claim packs: %w", err)
 	}
@@ -82,9 +82,9 @@ func newOutcomes(out outcome, deferred []blockedRow) outcomes {
 // are retried or die one by one and the others keep their place behind
 // them. It returns how many messages it moved to rows.
 func (r *Relay) queuePacks(b *pgx.Batch, packs []*claimedPack, oc outcomes) int {
-	var sentIDs, seqs, gone []int64
-	var lo, hi []int32
-	u := &store.Unpacked{}
+	var gone []int64
+	var sent []store.OutboxPackMarkSentParams
+	var u []store.OutboxInsertUnpackedParams
 	for _, p := range packs {
 		published, touched := 0, 0
 		for _, o := range p.msgs {
@@ -98,38 +98,37 @@ func (r *Relay) queuePacks(b *pgx.Batch, packs []*claimedPack, oc outcomes) int 
 		}
 		switch {
 		case published == len(p.msgs) && r.keepSent():
-			sentIDs = append(sentIDs, p.firstID)
-			lo = append(lo, int32(len(seqs)+1))
-			for _, o := range p.msgs {
-				seqs = append(seqs, oc.seq[o])
+			seqs := make([]int64, len(p.msgs))
+			for i, o := range p.msgs {
+				seqs[i] = oc.seq[o]
 			}
-			hi = append(hi, int32(len(seqs)))
+			sent = append(sent, store.OutboxPackMarkSentParams{FirstID: p.firstID, StreamSeqs: seqs})
 		case published == len(p.msgs):
 			gone = append(gone, p.firstID)
 		case touched > 0:
 			for _, o := range p.msgs {
-				r.addUnpacked(u, o, oc)
+				r.addUnpacked(&u, o, oc)
 			}
 			gone = append(gone, p.firstID)
 		}
 	}
-	if len(u.IDs) > 0 {
-		store.QueueOutboxUnpacked(b, u)
+	if len(u) > 0 {
+		store.QueueOutboxInsertUnpacked(b, u)
 	}
 	if len(gone) > 0 {
-		store.QueueOutboxPacksDelete(b, gone)
+		store.QueueOutboxPackDelete(b, gone)
 	}
-	if len(sentIDs) > 0 {
-		store.QueueOutboxPacksSent(b, sentIDs, seqs, lo, hi)
+	if len(sent) > 0 {
+		store.QueueOutboxPackMarkSent(b, sent)
 	}
-	return len(u.IDs)
+	return len(u)
 }
 
 // addUnpacked adds message o, with its outcome, to the rows u will
 // insert: published (kept as sent, or left out when sent messages are not
 // kept), failed (as a failed row's attempt is recorded), or pending and
 // due now.
-func (r *Relay) addUnpacked(u *store.Unpacked, o *outRow, oc outcomes) {
+func (r *Relay) addUnpacked(u *[]store.OutboxInsertUnpackedParams, o *outRow, oc outcomes) {
 	status, attempts, delay := "pending", int32(0), int64(0)
 	var errText *string
 	var seq *int64
@@ -155,19 +154,21 @@ func (r *Relay) addUnpacked(u *store.Unpacked, o *outRow, oc outcomes) {
 		h := string(o.headers)
 		headers = &h
 	}
-	u.IDs = append(u.IDs, o.id)
-	u.EventIDs = append(u.EventIDs, o.eventID)
-	u.Subjects = append(u.Subjects, o.subject)
-	u.Headers = append(u.Headers, headers)
-	u.Payloads = append(u.Payloads, o.payload)
-	u.Keys = append(u.Keys, o.key)
-	u.KeySeqs = append(u.KeySeqs, o.keySeq)
-	u.CreatedAt = append(u.CreatedAt, o.createdAt)
-	u.Status = append(u.Status, status)
-	u.Attempts = append(u.Attempts, attempts)
-	u.Errors = append(u.Errors, errText)
-	u.DelayUs = append(u.DelayUs, delay)
-	u.Seqs = append(u.Seqs, seq)
+	*u = append(*u, store.OutboxInsertUnpackedParams{
+		ID:          o.id,
+		EventID:     o.eventID,
+		Subject:     o.subject,
+		Headers:     headers,
+		Payload:     o.payload,
+		OrderingKey: o.key,
+		KeySeq:      o.keySeq,
+		CreatedAt:   o.createdAt,
+		Status:      status,
+		Attempts:    attempts,
+		Error:       errText,
+		DelayUs:     delay,
+		StreamSeq:   seq,
+	})
 }
 
 // keepSent reports whether published messages are kept (until Retention

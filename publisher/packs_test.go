@@ -479,7 +479,7 @@ func TestPendingPagesIncludePackedMessages(t *testing.T) {
 	var seen []int64
 	before := int64(0)
 	for range 10 {
-		page, err := store.PageOutbox(ctx, db.Pool, "pending", before, 2)
+		page, err := store.OutboxPage(ctx, db.Pool, "pending", before, 2)
 		if err != nil {
 			t.Fatal(err)
 		}

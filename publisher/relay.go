@@ -396,7 +396,7 @@ func (r *Relay) PurgeSent(ctx context.Context) (int64, error) {
 	if err != nil {
 		return rows, fmt.Errorf("purge sent outbox rows: %w", err)
 	}
-	packed, err := r.purgeWalk(ctx, cutoff, store.OutboxPacksPurgeScan, store.OutboxPacksPurgeDelete)
+	packed, err := r.purgeWalk(ctx, cutoff, store.OutboxPackPurgeScan, store.OutboxPackPurgeDelete)
 	if err != nil {
 		return rows + packed, fmt.Errorf("purge sent outbox packs: %w", err)
 	}

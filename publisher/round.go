@@ -254,11 +254,9 @@ const noKeySeq = math.MaxInt64
 // visible at claim time is still there (key_seq is commit order, so one
 // committed since cannot sort before one claimed).
 func (r *Relay) keyHeads(ctx context.Context, tx pgx.Tx, rows []*outRow, perKey map[string]int) (map[string][]head, map[string]head, error) {
-	keys := make([]string, 0, len(perKey))
-	counts := make([]int32, 0, len(perKey))
+	want := make([]store.OutboxKeyHeadsParams, 0, len(perKey))
 	for k, n := range perKey {
-		keys = append(keys, k)
-		counts = append(counts, int32(n+1))
+		want = append(want, store.OutboxKeyHeadsParams{Key: k, Count: int32(n + 1)})
 	}
 	before, packIDs := int64(0), []int64{}
 	heads := map[string][]head{}
@@ -276,7 +274,7 @@ func (r *Relay) keyHeads(ctx context.Context, tx pgx.Tx, rows []*outRow, perKey 
 			heads[*o.key] = append(heads[*o.key], head{id: o.id, keySeq: *o.keySeq, due: true, next: o.nextAttempt})
 		}
 	}
-	hs, ahead, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, keys, counts, before, packIDs)
+	hs, ahead, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, want, before, packIDs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("outbox key heads: %w", err)
 	}
@@ -632,14 +630,14 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 	r.queueRowsFailed(b, out)
 	r.queuePacks(b, packs, newOutcomes(out, deferred))
 	if len(deferred) > 0 {
-		ids, blockers := make([]int64, len(deferred)), make([]int64, len(deferred))
+		rows := make([]store.OutboxDeferParams, len(deferred))
 		for i, d := range deferred {
-			ids[i], blockers[i] = d.row.id, d.blocker
+			rows[i] = store.OutboxDeferParams{ID: d.row.id, Blocker: d.blocker}
 		}
 		// Runs after the failure update and the unpacking above, so it
 		// sees the blockers' new next_attempt_at and the rows of
 		// unpacked messages; a blocker that went dead blocks nothing.
-		store.QueueOutboxDefer(b, ids, blockers)
+		store.QueueOutboxDefer(b, rows)
 	}
 	if b.Len() == 0 {
 		return 0, nil
@@ -663,16 +661,17 @@ func (r *Relay) record(ctx context.Context, tx pgx.Tx, out outcome, deferred []b
 // queueRowsSent queues marking the published rows of outbox_rows sent, or
 // deleting them when sent messages are not kept.
 func (r *Relay) queueRowsSent(b *pgx.Batch, out outcome) {
-	var ids, seqs []int64
+	var ids []int64
+	var sent []store.OutboxMarkSentParams
 	for i, o := range out.sent {
 		if o.pack == nil {
-			ids, seqs = append(ids, o.id), append(seqs, out.seqs[i])
+			ids, sent = append(ids, o.id), append(sent, store.OutboxMarkSentParams{ID: o.id, StreamSeq: out.seqs[i]})
 		}
 	}
 	switch {
 	case len(ids) == 0:
 	case r.keepSent():
-		store.QueueOutboxMarkSent(b, ids, seqs)
+		store.QueueOutboxMarkSent(b, sent)
 	default:
 		store.QueueOutboxDeleteSent(b, ids)
 	}
@@ -690,17 +689,17 @@ func (r *Relay) queueRowsFailed(b *pgx.Batch, out outcome) {
 	if len(fails) == 0 {
 		return
 	}
-	n := len(fails)
-	ids, msgs, delays := make([]int64, n), make([]string, n), make([]int64, n)
-	perm, counted := make([]bool, n), make([]bool, n)
+	rows := make([]store.OutboxMarkFailedParams, len(fails))
 	for i, f := range fails {
-		ids[i] = f.row.id
-		msgs[i] = shortError(f.err)
-		delays[i] = r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds()
-		perm[i] = f.permanent
-		counted[i] = !f.full
+		rows[i] = store.OutboxMarkFailedParams{
+			ID:        f.row.id,
+			Error:     shortError(f.err),
+			DelayUs:   r.retryDelay(f.row.attempts+1, f.ambiguous).Microseconds(),
+			Permanent: f.permanent,
+			Counted:   !f.full,
+		}
 	}
-	store.QueueOutboxMarkFailed(b, ids, msgs, delays, perm, counted, r.opts.MaxAttempts)
+	store.QueueOutboxMarkFailed(b, rows, r.opts.MaxAttempts)
 }
 
 func (r *Relay) logOutcome(ctx context.Context, out outcome) {

@@ -185,13 +185,13 @@ func Run(ctx context.Context, t Target, o RunOptions) (Report, error) {
 func (r *run) resolveExpected(ctx context.Context) error {
 	ctx = context.WithoutCancel(ctx) // an interrupted run still resolves what it made
 	note := fmt.Sprintf("made on purpose by check %s of self-test run %s", CheckBetween, r.id)
-	n, err := store.ResolveDeadLettersOfEvent(ctx, r.t.Pool, Consumer, Source, r.eventID(6), ResolutionSelftest, note)
+	n, err := store.DeadLetterResolveForEvent(ctx, r.t.Pool, Consumer, Source, r.eventID(6), ResolutionSelftest, note)
 	if err != nil {
 		return fmt.Errorf("selftest: resolve the dead letter of %s: %w", r.eventID(6), err)
 	}
 	r.report.Resolved.DeadLetters = n
 	resolution := fmt.Sprintf("%s: made on purpose by check %s of run %s", ResolutionSelftest, CheckConflict, r.id)
-	if n, err = store.ResolveConflictsOfEvent(ctx, r.t.Pool, Source, r.eventID(1), resolution); err != nil {
+	if n, err = store.ConflictResolveForEvent(ctx, r.t.Pool, Source, r.eventID(1), resolution); err != nil {
 		return fmt.Errorf("selftest: resolve the conflict of %s: %w", r.eventID(1), err)
 	}
 	r.report.Resolved.Conflicts = n
@@ -237,7 +237,7 @@ func (r *run) counters(ctx context.Context) (Counters, error) {
 	var c Counters
 	var err error
 	prefix := r.id + "-"
-	if c.Inbox, err = store.CountInboxPrefix(ctx, r.t.Pool, Consumer, Source, prefix); err != nil {
+	if c.Inbox, err = store.InboxCountPrefix(ctx, r.t.Pool, Consumer, Source, prefix); err != nil {
 		return c, fmt.Errorf("selftest: count inbox: %w", err)
 	}
 	if err = r.t.Pool.QueryRow(ctx, `SELECT count(*) FROM hookbridge_selftest.effects WHERE run_id = $1`, r.id).Scan(&c.Effects); err != nil {
@@ -255,10 +255,10 @@ func (r *run) counters(ctx context.Context) (Counters, error) {
 			c.Sent++
 		}
 	}
-	if c.Conflicts, err = store.CountConflictsPrefix(ctx, r.t.Pool, Source, prefix); err != nil {
+	if c.Conflicts, err = store.ConflictCountPrefix(ctx, r.t.Pool, Source, prefix); err != nil {
 		return c, fmt.Errorf("selftest: count conflicts: %w", err)
 	}
-	if c.DeadLetters, err = store.CountDeadLettersPrefix(ctx, r.t.Pool, Consumer, prefix); err != nil {
+	if c.DeadLetters, err = store.DeadLetterCountPrefix(ctx, r.t.Pool, Consumer, prefix); err != nil {
 		return c, fmt.Errorf("selftest: count dead letters: %w", err)
 	}
 	if c.Relayed, err = r.relayedCount(ctx); err != nil {
@@ -572,7 +572,7 @@ func Cleanup(ctx context.Context, t Target, runID string) (Purged, error) {
 		return p, fmt.Errorf("selftest: run id %q must be letters, digits, '-' or '_'", runID)
 	}
 	prefix := runID + "-"
-	rows, err := store.PurgePrefix(ctx, t.Pool, Consumer, Source, prefix, OutboxID(prefix))
+	rows, err := store.PrefixPurge(ctx, t.Pool, Consumer, Source, prefix, OutboxID(prefix))
 	if err != nil {
 		return p, fmt.Errorf("selftest: remove run %s: %w", runID, err)
 	}

@@ -9,15 +9,15 @@ import (
 )
 
 var (
-	sqlConflictInsert      = load("conflict_insert.sql")
-	sqlConflictInsertMany  = load("conflict_insert_many.sql")
-	sqlConflictsList       = load("conflicts_list.sql")
-	sqlConflictGet         = load("conflict_get.sql")
-	sqlConflictsCount      = load("conflicts_count.sql")
-	sqlConflictsPage       = load("conflicts_page.sql")
-	sqlConflictResolve     = load("conflict_resolve.sql")
-	sqlConflictsUnresolved = load("conflicts_count_unresolved.sql")
-	sqlConflictsForEvent   = load("conflicts_for_event.sql")
+	sqlConflictInsert          = load("conflict_insert.sql")
+	sqlConflictInsertMany      = load("conflict_insert_many.sql")
+	sqlConflictList            = load("conflict_list.sql")
+	sqlConflictGet             = load("conflict_get.sql")
+	sqlConflictCount           = load("conflict_count.sql")
+	sqlConflictPage            = load("conflict_page.sql")
+	sqlConflictResolve         = load("conflict_resolve.sql")
+	sqlConflictCountUnresolved = load("conflict_count_unresolved.sql")
+	sqlConflictListForEvent    = load("conflict_list_for_event.sql")
 )
 
 // Conflict is one row of hookbridge.conflicts: an event id applied (or
@@ -32,7 +32,7 @@ type Conflict struct {
 	OriginalSeq    int64  // 0 when unknown
 	RejectedSHA256 []byte // set when read; computed from RejectedBody when written
 	RejectedSeq    int64  // 0 when unknown
-	RejectedBody   []byte // nil when read by ListConflicts
+	RejectedBody   []byte // nil when read by ConflictList
 	DetectedAt     time.Time
 	ResolvedAt     *time.Time // nil while unresolved
 	Resolution     string
@@ -47,18 +47,18 @@ func rejectedBody(c Conflict) []byte {
 	return c.RejectedBody
 }
 
-// InsertConflict inserts c; inserting the same conflict twice (same
+// ConflictInsert inserts c; inserting the same conflict twice (same
 // detector, event and rejected body) keeps one row.
-func InsertConflict(ctx context.Context, q Querier, c Conflict) error {
+func ConflictInsert(ctx context.Context, q Querier, c Conflict) error {
 	sum := sha256.Sum256(c.RejectedBody)
 	_, err := q.Exec(ctx, sqlConflictInsert,
 		c.DetectedBy, c.Source, c.EventID, c.EventType, c.OriginalSHA256, c.OriginalSeq, sum[:], c.RejectedSeq, rejectedBody(c))
 	return err
 }
 
-// InsertConflicts is InsertConflict for many conflicts of one detector
+// ConflictInsertMany is ConflictInsert for many conflicts of one detector
 // (cs[0].DetectedBy), in one statement. cs must not be empty.
-func InsertConflicts(ctx context.Context, q Querier, cs []Conflict) error {
+func ConflictInsertMany(ctx context.Context, q Querier, cs []Conflict) error {
 	n := len(cs)
 	sources, ids, types := make([]string, n), make([]string, n), make([]string, n)
 	origSHA, rejSHA, bodies := make([][]byte, n), make([][]byte, n), make([][]byte, n)
@@ -87,18 +87,18 @@ func scanConflict(row pgx.CollectableRow, body bool) (Conflict, error) {
 	return c, err
 }
 
-// ListConflicts returns the newest limit conflicts, without bodies.
-func ListConflicts(ctx context.Context, q Querier, limit int) ([]Conflict, error) {
-	rows, err := q.Query(ctx, sqlConflictsList, limit)
+// ConflictList returns the newest limit conflicts, without bodies.
+func ConflictList(ctx context.Context, q Querier, limit int) ([]Conflict, error) {
+	rows, err := q.Query(ctx, sqlConflictList, limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, false) })
 }
 
-// GetConflict returns one conflict with its rejected body, or
+// ConflictGet returns one conflict with its rejected body, or
 // pgx.ErrNoRows.
-func GetConflict(ctx context.Context, q Querier, id int64) (Conflict, error) {
+func ConflictGet(ctx context.Context, q Querier, id int64) (Conflict, error) {
 	rows, err := q.Query(ctx, sqlConflictGet, id)
 	if err != nil {
 		return Conflict{}, err
@@ -106,36 +106,36 @@ func GetConflict(ctx context.Context, q Querier, id int64) (Conflict, error) {
 	return pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, true) })
 }
 
-// CountConflicts counts all conflicts.
-func CountConflicts(ctx context.Context, q Querier) (int64, error) {
+// ConflictCount counts all conflicts.
+func ConflictCount(ctx context.Context, q Querier) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, sqlConflictsCount).Scan(&n)
+	err := q.QueryRow(ctx, sqlConflictCount).Scan(&n)
 	return n, err
 }
 
-// ConflictPage selects one page of conflicts for an operator.
-type ConflictPage struct {
+// ConflictPageParams selects one page of conflicts for an operator.
+type ConflictPageParams struct {
 	Resolved Resolved // "" means Unresolved
 	Before   int64    // ids below this one (0: from the newest)
 	Limit    int
 }
 
-// PageConflicts returns one page of conflicts, newest first, without
+// ConflictPage returns one page of conflicts, newest first, without
 // bodies.
-func PageConflicts(ctx context.Context, q Querier, p ConflictPage) ([]Conflict, error) {
+func ConflictPage(ctx context.Context, q Querier, p ConflictPageParams) ([]Conflict, error) {
 	if p.Resolved == "" {
 		p.Resolved = Unresolved
 	}
-	rows, err := q.Query(ctx, sqlConflictsPage, string(p.Resolved), p.Before, p.Limit)
+	rows, err := q.Query(ctx, sqlConflictPage, string(p.Resolved), p.Before, p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, false) })
 }
 
-// ResolveConflict marks the unresolved conflict id resolved; it reports
+// ConflictResolve marks the unresolved conflict id resolved; it reports
 // whether a row changed.
-func ResolveConflict(ctx context.Context, q Querier, id int64, resolution string) (bool, error) {
+func ConflictResolve(ctx context.Context, q Querier, id int64, resolution string) (bool, error) {
 	tag, err := q.Exec(ctx, sqlConflictResolve, id, resolution)
 	if err != nil {
 		return false, err
@@ -143,17 +143,17 @@ func ResolveConflict(ctx context.Context, q Querier, id int64, resolution string
 	return tag.RowsAffected() > 0, nil
 }
 
-// CountUnresolvedConflicts counts the conflicts nobody resolved yet.
-func CountUnresolvedConflicts(ctx context.Context, q Querier) (int64, error) {
+// ConflictCountUnresolved counts the conflicts nobody resolved yet.
+func ConflictCountUnresolved(ctx context.Context, q Querier) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, sqlConflictsUnresolved).Scan(&n)
+	err := q.QueryRow(ctx, sqlConflictCountUnresolved).Scan(&n)
 	return n, err
 }
 
-// ConflictsForEvent returns the conflicts of one event found by any of
+// ConflictListForEvent returns the conflicts of one event found by any of
 // detectors, without bodies.
-func ConflictsForEvent(ctx context.Context, q Querier, detectors []string, source, eventID string) ([]Conflict, error) {
-	rows, err := q.Query(ctx, sqlConflictsForEvent, detectors, source, eventID)
+func ConflictListForEvent(ctx context.Context, q Querier, detectors []string, source, eventID string) ([]Conflict, error) {
+	rows, err := q.Query(ctx, sqlConflictListForEvent, detectors, source, eventID)
 	if err != nil {
 		return nil, err
 	}

@@ -14,15 +14,15 @@ const (
 )
 
 var (
-	sqlInboxCount             = load("inbox_count.sql")
-	sqlInboxCountPrefix       = load("inbox_count_prefix.sql")
-	sqlOutboxCountPrefix      = load("outbox_count_prefix.sql")
-	sqlDeadLettersCountPrefix = load("dead_letters_count_prefix.sql")
-	sqlInboxApplied           = load("inbox_applied.sql")
-	sqlInboxFootprint         = load("inbox_footprint.sql")
-	sqlOutboxFootprint        = load("outbox_footprint.sql")
-	sqlOutboxPendingCount     = load("outbox_pending_count.sql")
-	sqlTableExists            = load("table_exists.sql")
+	sqlInboxCount            = load("inbox_count.sql")
+	sqlInboxCountPrefix      = load("inbox_count_prefix.sql")
+	sqlOutboxCountPrefix     = load("outbox_count_prefix.sql")
+	sqlDeadLetterCountPrefix = load("dead_letter_count_prefix.sql")
+	sqlInboxFindApplied      = load("inbox_find_applied.sql")
+	sqlInboxFootprint        = load("inbox_footprint.sql")
+	sqlOutboxFootprint       = load("outbox_footprint.sql")
+	sqlOutboxCountPending    = load("outbox_count_pending.sql")
+	sqlTableExists           = load("table_exists.sql")
 )
 
 // TableExists reports whether the table named (for example TableInbox)
@@ -39,31 +39,31 @@ func count(ctx context.Context, q Querier, sql string, args ...any) (int, error)
 	return n, err
 }
 
-// CountInbox counts all inbox rows.
-func CountInbox(ctx context.Context, q Querier) (int, error) { return count(ctx, q, sqlInboxCount) }
+// InboxCount counts all inbox rows.
+func InboxCount(ctx context.Context, q Querier) (int, error) { return count(ctx, q, sqlInboxCount) }
 
-// CountInboxPrefix counts the consumer's inbox rows of source whose event
+// InboxCountPrefix counts the consumer's inbox rows of source whose event
 // id starts with prefix.
-func CountInboxPrefix(ctx context.Context, q Querier, consumer, source, prefix string) (int, error) {
+func InboxCountPrefix(ctx context.Context, q Querier, consumer, source, prefix string) (int, error) {
 	return count(ctx, q, sqlInboxCountPrefix, consumer, source, prefix)
 }
 
-// CountOutboxPrefix counts the outbox rows whose event id starts with
+// OutboxCountPrefix counts the outbox rows whose event id starts with
 // prefix.
-func CountOutboxPrefix(ctx context.Context, q Querier, prefix string) (int, error) {
+func OutboxCountPrefix(ctx context.Context, q Querier, prefix string) (int, error) {
 	return count(ctx, q, sqlOutboxCountPrefix, prefix)
 }
 
-// CountDeadLettersPrefix counts the consumer's dead letters (resolved or
+// DeadLetterCountPrefix counts the consumer's dead letters (resolved or
 // not) whose event id starts with prefix.
-func CountDeadLettersPrefix(ctx context.Context, q Querier, consumer, prefix string) (int, error) {
-	return count(ctx, q, sqlDeadLettersCountPrefix, consumer, prefix)
+func DeadLetterCountPrefix(ctx context.Context, q Querier, consumer, prefix string) (int, error) {
+	return count(ctx, q, sqlDeadLetterCountPrefix, consumer, prefix)
 }
 
-// InboxApplied returns those of eventIDs that the consumer's inbox holds
+// InboxFindApplied returns those of eventIDs that the consumer's inbox holds
 // for source.
-func InboxApplied(ctx context.Context, q Querier, consumer, source string, eventIDs []string) ([]string, error) {
-	rows, err := q.Query(ctx, sqlInboxApplied, consumer, source, eventIDs)
+func InboxFindApplied(ctx context.Context, q Querier, consumer, source string, eventIDs []string) ([]string, error) {
+	rows, err := q.Query(ctx, sqlInboxFindApplied, consumer, source, eventIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -77,10 +77,10 @@ func InboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err erro
 	return bytes, rows, err
 }
 
-// CountOutboxPending counts the pending outbox messages, on a schema of
+// OutboxCountPending counts the pending outbox messages, on a schema of
 // any version.
-func CountOutboxPending(ctx context.Context, q Querier) (int, error) {
-	return count(ctx, q, sqlOutboxPendingCount)
+func OutboxCountPending(ctx context.Context, q Querier) (int, error) {
+	return count(ctx, q, sqlOutboxCountPending)
 }
 
 // OutboxFootprint is InboxFootprint for the outbox, on a schema of any
@@ -91,26 +91,26 @@ func OutboxFootprint(ctx context.Context, q Querier) (bytes, rows int64, err err
 }
 
 var (
-	sqlConflictsCountPrefix = load("conflicts_count_prefix.sql")
-	sqlPrefixPurge          = load("prefix_purge.sql")
+	sqlConflictCountPrefix = load("conflict_count_prefix.sql")
+	sqlPrefixPurge         = load("prefix_purge.sql")
 )
 
-// CountConflictsPrefix counts the conflicts of source's events whose id
+// ConflictCountPrefix counts the conflicts of source's events whose id
 // starts with prefix, whoever detected them.
-func CountConflictsPrefix(ctx context.Context, q Querier, source, prefix string) (int, error) {
-	return count(ctx, q, sqlConflictsCountPrefix, source, prefix)
+func ConflictCountPrefix(ctx context.Context, q Querier, source, prefix string) (int, error) {
+	return count(ctx, q, sqlConflictCountPrefix, source, prefix)
 }
 
-// PurgedRows are the rows [PurgePrefix] deleted, per table.
+// PurgedRows are the rows [PrefixPurge] deleted, per table.
 type PurgedRows struct {
 	Inbox, Conflicts, Failures, DeadLetters, Outbox int64
 }
 
-// PurgePrefix deletes, in one statement, the rows of consumer and source
+// PrefixPurge deletes, in one statement, the rows of consumer and source
 // whose event id starts with prefix (inbox, failure counters, dead
 // letters; conflicts of source) and the outbox rows whose id starts with
 // outboxPrefix. It is for rows a test run made under a run id of its own.
-func PurgePrefix(ctx context.Context, q Querier, consumer, source, prefix, outboxPrefix string) (PurgedRows, error) {
+func PrefixPurge(ctx context.Context, q Querier, consumer, source, prefix, outboxPrefix string) (PurgedRows, error) {
 	var p PurgedRows
 	err := q.QueryRow(ctx, sqlPrefixPurge, consumer, source, prefix, outboxPrefix).Scan(&p.Inbox, &p.Conflicts, &p.Failures, &p.DeadLetters, &p.Outbox)
 	return p, err

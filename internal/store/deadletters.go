@@ -9,26 +9,26 @@ import (
 )
 
 var (
-	sqlDeadLetterInsert        = load("dead_letter_insert.sql")
-	sqlDeadLettersList         = load("dead_letters_list.sql")
-	sqlDeadLetterGet           = load("dead_letter_get.sql")
-	sqlDeadLetterResolve       = load("dead_letter_resolve.sql")
-	sqlDeadLetterNoteError     = load("dead_letter_note_error.sql")
-	sqlDeadLetterLock          = load("dead_letter_lock.sql")
-	sqlDeadLettersUnresolved   = load("dead_letters_unresolved.sql")
-	sqlFailureClear            = load("failure_clear.sql")
-	sqlFailureClearMany        = load("failure_clear_many.sql")
-	sqlFailureCount            = load("failure_count.sql")
-	sqlMessageLock             = load("message_lock.sql")
-	sqlDeadLettersPage         = load("dead_letters_page.sql")
-	sqlDeadLetterDiscard       = load("dead_letter_discard.sql")
-	sqlDeadLettersForEvent     = load("dead_letters_for_event.sql")
-	sqlDeadLetterPassed        = load("dead_letter_passed.sql")
-	sqlDeadLettersUnpassed     = load("dead_letters_unpassed.sql")
-	sqlDeadLettersUnresolvedOf = load("dead_letters_unresolved_of.sql")
-	sqlFailuresForEvent        = load("failures_for_event.sql")
-	sqlFailuresList            = load("failures_list.sql")
-	sqlFailuresByConsumer      = load("failures_by_consumer.sql")
+	sqlDeadLetterInsert                    = load("dead_letter_insert.sql")
+	sqlDeadLetterList                      = load("dead_letter_list.sql")
+	sqlDeadLetterGet                       = load("dead_letter_get.sql")
+	sqlDeadLetterResolve                   = load("dead_letter_resolve.sql")
+	sqlDeadLetterNoteError                 = load("dead_letter_note_error.sql")
+	sqlDeadLetterLock                      = load("dead_letter_lock.sql")
+	sqlDeadLetterCountUnresolvedByConsumer = load("dead_letter_count_unresolved_by_consumer.sql")
+	sqlFailureClear                        = load("failure_clear.sql")
+	sqlFailureClearMany                    = load("failure_clear_many.sql")
+	sqlFailureIncrement                    = load("failure_increment.sql")
+	sqlMessageLock                         = load("message_lock.sql")
+	sqlDeadLetterPage                      = load("dead_letter_page.sql")
+	sqlDeadLetterDiscard                   = load("dead_letter_discard.sql")
+	sqlDeadLetterListForEvent              = load("dead_letter_list_for_event.sql")
+	sqlDeadLetterMarkPassed                = load("dead_letter_mark_passed.sql")
+	sqlDeadLetterListUnpassed              = load("dead_letter_list_unpassed.sql")
+	sqlDeadLetterFindUnresolved            = load("dead_letter_find_unresolved.sql")
+	sqlFailureListForEvent                 = load("failure_list_for_event.sql")
+	sqlFailureList                         = load("failure_list.sql")
+	sqlFailureCountByConsumer              = load("failure_count_by_consumer.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -43,7 +43,7 @@ type DeadLetter struct {
 	Deliveries int        `json:"deliveries"`
 	Reason     string     `json:"reason"`
 	LastError  string     `json:"last_error"`
-	Body       []byte     `json:"-"` // read by GetDeadLetter only
+	Body       []byte     `json:"-"` // read by DeadLetterGet only
 	DeadAt     time.Time  `json:"dead_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Resolution string     `json:"resolution,omitempty"`
@@ -58,12 +58,12 @@ type DeadLetter struct {
 	PassedBySeq   uint64     `json:"passed_by_seq,omitempty"`
 }
 
-// InsertDeadLetter inserts d (LastError as given) and deletes the
+// DeadLetterInsert inserts d (LastError as given) and deletes the
 // message's failure counter in the same statement. Inserting the same
 // message again (same consumer, source, event id and stream sequence)
 // keeps one row and only refreshes the delivery count and error of an
-// unresolved one. Run it under [LockMessage].
-func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
+// unresolved one. Run it under [MessageLock].
+func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 	body := d.Body
 	if body == nil {
 		body = []byte{}
@@ -74,14 +74,14 @@ func InsertDeadLetter(ctx context.Context, q Querier, d DeadLetter) error {
 	return err
 }
 
-// DeadLettersUnresolvedOf calls found for each of the events (sources[i],
-// ids[i]) that has an unresolved dead letter of consumer.
-func DeadLettersUnresolvedOf(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+// DeadLetterFindUnresolved returns which of msgs (by stream sequence) have
+// an unresolved dead letter of consumer.
+func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
 	sources, ids, seqs := make([]string, len(msgs)), make([]string, len(msgs)), make([]int64, len(msgs))
 	for i, m := range msgs {
 		sources[i], ids[i], seqs[i] = m.Source, m.EventID, int64(m.StreamSeq)
 	}
-	rows, err := q.Query(ctx, sqlDeadLettersUnresolvedOf, consumer, sources, ids, seqs)
+	rows, err := q.Query(ctx, sqlDeadLetterFindUnresolved, consumer, sources, ids, seqs)
 	if err != nil {
 		return nil, err
 	}
@@ -103,10 +103,10 @@ type KeyedDeadLetter struct {
 	OrderingKey string
 }
 
-// UnpassedDeadLetters are consumer's unresolved dead letters of keyed
+// DeadLetterListUnpassed are consumer's unresolved dead letters of keyed
 // events that no later event of their key has passed yet.
-func UnpassedDeadLetters(ctx context.Context, q Querier, consumer string) ([]KeyedDeadLetter, error) {
-	rows, err := q.Query(ctx, sqlDeadLettersUnpassed, consumer)
+func DeadLetterListUnpassed(ctx context.Context, q Querier, consumer string) ([]KeyedDeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLetterListUnpassed, consumer)
 	if err != nil {
 		return nil, err
 	}
@@ -119,16 +119,16 @@ func UnpassedDeadLetters(ctx context.Context, q Querier, consumer string) ([]Key
 	})
 }
 
-// MarkDeadLetterPassed records on the dead letter of message k that the
+// DeadLetterMarkPassed records on the dead letter of message k that the
 // later event laterID (stream sequence laterSeq) of its ordering key was
 // applied; only the first such event is kept.
-func MarkDeadLetterPassed(ctx context.Context, q Querier, consumer string, k MessageKey, laterID string, laterSeq uint64) error {
-	_, err := q.Exec(ctx, sqlDeadLetterPassed, consumer, k.Source, k.EventID, int64(k.StreamSeq), laterID, int64(laterSeq))
+func DeadLetterMarkPassed(ctx context.Context, q Querier, consumer string, k MessageKey, laterID string, laterSeq uint64) error {
+	_, err := q.Exec(ctx, sqlDeadLetterMarkPassed, consumer, k.Source, k.EventID, int64(k.StreamSeq), laterID, int64(laterSeq))
 	return err
 }
 
-// DeadLetterFilter selects dead letters; zero fields match everything.
-type DeadLetterFilter struct {
+// DeadLetterListParams selects dead letters; zero fields match everything.
+type DeadLetterListParams struct {
 	Consumer       string
 	UnresolvedOnly bool
 	EventType      string
@@ -138,9 +138,9 @@ type DeadLetterFilter struct {
 	Limit          int       // 0 = no limit
 }
 
-// ListDeadLetters returns the matching dead letters without bodies, in
+// DeadLetterList returns the matching dead letters without bodies, in
 // stream order.
-func ListDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) ([]DeadLetter, error) {
+func DeadLetterList(ctx context.Context, q Querier, f DeadLetterListParams) ([]DeadLetter, error) {
 	var since, until *time.Time
 	if !f.Since.IsZero() {
 		since = &f.Since
@@ -152,7 +152,7 @@ func ListDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) ([]Dead
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := q.Query(ctx, sqlDeadLettersList,
+	rows, err := q.Query(ctx, sqlDeadLetterList,
 		f.Consumer, f.UnresolvedOnly, f.EventType, f.EventID, int64(f.FromSeq), int64(f.ToSeq), since, until, limit)
 	if err != nil {
 		return nil, err
@@ -160,8 +160,8 @@ func ListDeadLetters(ctx context.Context, q Querier, f DeadLetterFilter) ([]Dead
 	return pgx.CollectRows(rows, scanDeadLetter)
 }
 
-// GetDeadLetter returns one dead letter with its body, or pgx.ErrNoRows.
-func GetDeadLetter(ctx context.Context, q Querier, id int64) (DeadLetter, error) {
+// DeadLetterGet returns one dead letter with its body, or pgx.ErrNoRows.
+func DeadLetterGet(ctx context.Context, q Querier, id int64) (DeadLetter, error) {
 	rows, err := q.Query(ctx, sqlDeadLetterGet, id)
 	if err != nil {
 		return DeadLetter{}, err
@@ -182,9 +182,9 @@ func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	return d, err
 }
 
-// ResolveDeadLetter marks the consumer's unresolved dead letter of the
+// DeadLetterResolve marks the consumer's unresolved dead letter of the
 // message k resolved; it reports whether a row changed.
-func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, k MessageKey, resolution string) (bool, error) {
+func DeadLetterResolve(ctx context.Context, q Querier, consumer string, k MessageKey, resolution string) (bool, error) {
 	tag, err := q.Exec(ctx, sqlDeadLetterResolve, consumer, k.Source, k.EventID, int64(k.StreamSeq), resolution)
 	if err != nil {
 		return false, err
@@ -192,22 +192,22 @@ func ResolveDeadLetter(ctx context.Context, q Querier, consumer string, k Messag
 	return tag.RowsAffected() > 0, nil
 }
 
-// LockDeadLetter locks the consumer's unresolved dead letter of the
+// DeadLetterLock locks the consumer's unresolved dead letter of the
 // message k until tx ends; it reports whether there was one.
-func LockDeadLetter(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
+func DeadLetterLock(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
 	return returnsRows(ctx, tx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
 }
 
-// NoteDeadLetterError sets the last error of the consumer's unresolved
+// DeadLetterNoteError sets the last error of the consumer's unresolved
 // dead letter of the message k.
-func NoteDeadLetterError(ctx context.Context, q Querier, consumer string, k MessageKey, lastError string) error {
+func DeadLetterNoteError(ctx context.Context, q Querier, consumer string, k MessageKey, lastError string) error {
 	_, err := q.Exec(ctx, sqlDeadLetterNoteError, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError)
 	return err
 }
 
-// UnresolvedDeadLetters counts the unresolved dead letters per consumer.
-func UnresolvedDeadLetters(ctx context.Context, q Querier) (map[string]int64, error) {
-	rows, err := q.Query(ctx, sqlDeadLettersUnresolved)
+// DeadLetterCountUnresolvedByConsumer counts the unresolved dead letters per consumer.
+func DeadLetterCountUnresolvedByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sqlDeadLetterCountUnresolvedByConsumer)
 	if err != nil {
 		return nil, err
 	}
@@ -223,10 +223,10 @@ func UnresolvedDeadLetters(ctx context.Context, q Querier) (map[string]int64, er
 	return out, nil
 }
 
-// LockMessage takes the transaction-scoped advisory lock of one message
+// MessageLock takes the transaction-scoped advisory lock of one message
 // (consumer, source, event id, stream sequence), which serialises its
 // failure counter's upsert with its dead letter.
-func LockMessage(ctx context.Context, tx Querier, consumer, source, id string, seq uint64) error {
+func MessageLock(ctx context.Context, tx Querier, consumer, source, id string, seq uint64) error {
 	_, err := tx.Exec(ctx, sqlMessageLock,
 		fmt.Sprintf("hookbridge.delivery_failures/%s/%s/%s/%d", consumer, source, id, seq))
 	return err
@@ -239,10 +239,10 @@ type MessageKey struct {
 	StreamSeq uint64
 }
 
-// QueueClearFailures queues the deletion of the failure counters of keys
+// QueueFailureClear queues the deletion of the failure counters of keys
 // (one statement; a single key uses the per-message form). keys must not
 // be empty.
-func QueueClearFailures(b *pgx.Batch, consumer string, keys []MessageKey) {
+func QueueFailureClear(b *pgx.Batch, consumer string, keys []MessageKey) {
 	if len(keys) == 1 {
 		b.Queue(sqlFailureClear, consumer, keys[0].Source, keys[0].EventID, int64(keys[0].StreamSeq))
 		return
@@ -254,12 +254,12 @@ func QueueClearFailures(b *pgx.Batch, consumer string, keys []MessageKey) {
 	b.Queue(sqlFailureClearMany, consumer, sources, ids, seqs)
 }
 
-// CountFailure adds one failure to the message's counter and returns the
+// FailureIncrement adds one failure to the message's counter and returns the
 // new count, or pgx.ErrNoRows when the message has an inbox or dead-letter
-// row (it was settled). Run it under [LockMessage].
-func CountFailure(ctx context.Context, tx Querier, consumer string, k MessageKey, lastError string) (int, error) {
+// row (it was settled). Run it under [MessageLock].
+func FailureIncrement(ctx context.Context, tx Querier, consumer string, k MessageKey, lastError string) (int, error) {
 	var n int
-	err := tx.QueryRow(ctx, sqlFailureCount, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
+	err := tx.QueryRow(ctx, sqlFailureIncrement, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
 	return n, err
 }
 
@@ -274,8 +274,8 @@ const (
 	AnyResolved  Resolved = "all"
 )
 
-// DeadLetterPage selects one page of dead letters for an operator.
-type DeadLetterPage struct {
+// DeadLetterPageParams selects one page of dead letters for an operator.
+type DeadLetterPageParams struct {
 	Consumer  string
 	EventType string
 	Resolved  Resolved // "" means Unresolved
@@ -283,22 +283,22 @@ type DeadLetterPage struct {
 	Limit     int
 }
 
-// PageDeadLetters returns one page of dead letters, newest first, without
+// DeadLetterPage returns one page of dead letters, newest first, without
 // bodies.
-func PageDeadLetters(ctx context.Context, q Querier, p DeadLetterPage) ([]DeadLetter, error) {
+func DeadLetterPage(ctx context.Context, q Querier, p DeadLetterPageParams) ([]DeadLetter, error) {
 	if p.Resolved == "" {
 		p.Resolved = Unresolved
 	}
-	rows, err := q.Query(ctx, sqlDeadLettersPage, p.Consumer, p.EventType, string(p.Resolved), p.Before, p.Limit)
+	rows, err := q.Query(ctx, sqlDeadLetterPage, p.Consumer, p.EventType, string(p.Resolved), p.Before, p.Limit)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanDeadLetter)
 }
 
-// DiscardDeadLetter marks the unresolved dead letter id "discarded" with
+// DeadLetterDiscard marks the unresolved dead letter id "discarded" with
 // the operator's note; it reports whether a row changed.
-func DiscardDeadLetter(ctx context.Context, q Querier, id int64, note string) (bool, error) {
+func DeadLetterDiscard(ctx context.Context, q Querier, id int64, note string) (bool, error) {
 	tag, err := q.Exec(ctx, sqlDeadLetterDiscard, id, note)
 	if err != nil {
 		return false, err
@@ -316,10 +316,10 @@ type EventDeadLetter struct {
 	Resolution string
 }
 
-// DeadLettersForEvent returns the dead letters of one event for any of
+// DeadLetterListForEvent returns the dead letters of one event for any of
 // consumers.
-func DeadLettersForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventDeadLetter, error) {
-	rows, err := q.Query(ctx, sqlDeadLettersForEvent, consumers, source, eventID)
+func DeadLetterListForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventDeadLetter, error) {
+	rows, err := q.Query(ctx, sqlDeadLetterListForEvent, consumers, source, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -342,10 +342,10 @@ type EventFailure struct {
 	UpdatedAt time.Time // of the last failure
 }
 
-// FailuresForEvent returns the failure counters of one event for any of
+// FailureListForEvent returns the failure counters of one event for any of
 // consumers.
-func FailuresForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventFailure, error) {
-	rows, err := q.Query(ctx, sqlFailuresForEvent, consumers, source, eventID)
+func FailureListForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]EventFailure, error) {
+	rows, err := q.Query(ctx, sqlFailureListForEvent, consumers, source, eventID)
 	if err != nil {
 		return nil, err
 	}
@@ -371,10 +371,10 @@ type Failure struct {
 	UpdatedAt time.Time `json:"last_failed_at"`
 }
 
-// ListFailures returns up to limit messages failing right now, the most
+// FailureList returns up to limit messages failing right now, the most
 // recent failure first.
-func ListFailures(ctx context.Context, q Querier, limit int) ([]Failure, error) {
-	rows, err := q.Query(ctx, sqlFailuresList, limit)
+func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
+	rows, err := q.Query(ctx, sqlFailureList, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -387,9 +387,9 @@ func ListFailures(ctx context.Context, q Querier, limit int) ([]Failure, error) 
 	})
 }
 
-// FailingByConsumer counts the messages failing right now per consumer.
-func FailingByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
-	rows, err := q.Query(ctx, sqlFailuresByConsumer)
+// FailureCountByConsumer counts the messages failing right now per consumer.
+func FailureCountByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sqlFailureCountByConsumer)
 	if err != nil {
 		return nil, err
 	}

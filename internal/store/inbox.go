@@ -8,14 +8,14 @@ import (
 )
 
 var (
-	sqlInboxClaim     = load("inbox_claim.sql")
-	sqlInboxClaimMany = load("inbox_claim_many.sql")
-	sqlInboxRepeats   = load("inbox_repeats.sql")
-	sqlInboxGet       = load("inbox_get.sql")
-	sqlInboxGetHash   = load("inbox_get_hash.sql")
-	sqlInboxDelete    = load("inbox_delete.sql")
-	sqlInboxPrune     = load("inbox_prune.sql")
-	sqlInboxForEvent  = load("inbox_for_event.sql")
+	sqlInboxClaim        = load("inbox_claim.sql")
+	sqlInboxClaimMany    = load("inbox_claim_many.sql")
+	sqlInboxGetMany      = load("inbox_get_many.sql")
+	sqlInboxGet          = load("inbox_get.sql")
+	sqlInboxGetHash      = load("inbox_get_hash.sql")
+	sqlInboxDelete       = load("inbox_delete.sql")
+	sqlInboxPrune        = load("inbox_prune.sql")
+	sqlInboxListForEvent = load("inbox_list_for_event.sql")
 )
 
 // InboxEntry is what the inbox claim of one event writes.
@@ -81,11 +81,27 @@ func ReadInboxClaimMany(br pgx.BatchResults, claimed func(source, eventID string
 	return err
 }
 
-// InboxRepeats reads the consumer's inbox rows of the keys
-// (sources[i], eventIDs[i]), calling fn for each row found. sha is only
-// valid during the call.
-func InboxRepeats(ctx context.Context, q Querier, consumer string, sources, eventIDs []string, fn func(source, eventID string, sha []byte, seq int64)) error {
-	rows, err := q.Query(ctx, sqlInboxRepeats, consumer, sources, eventIDs)
+// EventKey names one event: its source and its id there.
+type EventKey struct {
+	Source  string
+	EventID string
+}
+
+// eventKeyColumns splits keys into the parallel arrays the statements
+// unnest.
+func eventKeyColumns(keys []EventKey) (sources, eventIDs []string) {
+	sources, eventIDs = make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		sources[i], eventIDs[i] = k.Source, k.EventID
+	}
+	return sources, eventIDs
+}
+
+// InboxGetMany reads the consumer's inbox rows of keys, calling fn for
+// each row found. sha is only valid during the call.
+func InboxGetMany(ctx context.Context, q Querier, consumer string, keys []EventKey, fn func(source, eventID string, sha []byte, seq int64)) error {
+	sources, eventIDs := eventKeyColumns(keys)
+	rows, err := q.Query(ctx, sqlInboxGetMany, consumer, sources, eventIDs)
 	if err != nil {
 		return err
 	}
@@ -137,9 +153,9 @@ type InboxApply struct {
 	BodySHA256 []byte
 }
 
-// InboxForEvent returns the inbox rows of one event for any of consumers.
-func InboxForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]InboxApply, error) {
-	rows, err := q.Query(ctx, sqlInboxForEvent, consumers, source, eventID)
+// InboxListForEvent returns the inbox rows of one event for any of consumers.
+func InboxListForEvent(ctx context.Context, q Querier, consumers []string, source, eventID string) ([]InboxApply, error) {
+	rows, err := q.Query(ctx, sqlInboxListForEvent, consumers, source, eventID)
 	if err != nil {
 		return nil, err
 	}

@@ -8,35 +8,59 @@ import (
 )
 
 var (
-	sqlOutboxWrite        = load("outbox_write.sql")
-	sqlOutboxExisting     = load("outbox_existing.sql")
-	sqlOutboxStats        = load("outbox_stats.sql")
-	sqlSessionIdleTimeout = load("claim_session_timeout.sql")
-	sqlOutboxClaim        = load("outbox_claim.sql")
-	sqlOutboxKeyHeads     = load("outbox_key_heads.sql")
-	sqlOutboxClaimIDs     = load("outbox_claim_ids.sql")
-	sqlOutboxMarkSent     = load("outbox_mark_sent.sql")
-	sqlOutboxDeleteSent   = load("outbox_delete_sent.sql")
-	sqlOutboxMarkFailed   = load("outbox_mark_failed.sql")
-	sqlOutboxDefer        = load("outbox_defer.sql")
-	sqlOutboxNextDue      = load("outbox_next_due.sql")
-	sqlOutboxPurgeScan    = load("outbox_purge_scan.sql")
-	sqlOutboxPurgeDelete  = load("outbox_purge_delete.sql")
-	sqlOutboxPage         = load("outbox_page.sql")
-	sqlOutboxRequeue      = load("outbox_requeue.sql")
-	sqlOutboxByEventID    = load("outbox_by_event_id.sql")
-	sqlOutboxByID         = load("outbox_by_id.sql")
+	sqlOutboxWrite           = load("outbox_write.sql")
+	sqlOutboxGetMany         = load("outbox_get_many.sql")
+	sqlOutboxStats           = load("outbox_stats.sql")
+	sqlSessionSetIdleTimeout = load("session_set_idle_timeout.sql")
+	sqlOutboxClaim           = load("outbox_claim.sql")
+	sqlOutboxKeyHeads        = load("outbox_key_heads.sql")
+	sqlOutboxClaimIDs        = load("outbox_claim_ids.sql")
+	sqlOutboxMarkSent        = load("outbox_mark_sent.sql")
+	sqlOutboxDeleteSent      = load("outbox_delete_sent.sql")
+	sqlOutboxMarkFailed      = load("outbox_mark_failed.sql")
+	sqlOutboxDefer           = load("outbox_defer.sql")
+	sqlOutboxNextDue         = load("outbox_next_due.sql")
+	sqlOutboxPurgeScan       = load("outbox_purge_scan.sql")
+	sqlOutboxPurgeDelete     = load("outbox_purge_delete.sql")
+	sqlOutboxPage            = load("outbox_page.sql")
+	sqlOutboxRequeue         = load("outbox_requeue.sql")
+	sqlOutboxGetByEventID    = load("outbox_get_by_event_id.sql")
+	sqlOutboxGetByID         = load("outbox_get_by_id.sql")
 )
 
-// OutboxWrite writes messages given as parallel slices (at most 1024),
-// in slice order, with one statement, and returns the event ids it wrote;
-// ids already in the outbox are skipped. When the transaction owns every
-// id (each is the derived id of an event it claimed in the inbox) and
-// none is in the outbox, the messages go into one pack; otherwise into
-// one row each. headers and orderingKeys are nil when no message has one;
-// a nil element is a message without.
-func OutboxWrite(ctx context.Context, q Querier, eventIDs, subjects []string, headers []*string, payloads [][]byte, orderingKeys []*string) ([]string, error) {
-	rows, err := q.Query(ctx, sqlOutboxWrite, eventIDs, subjects, headers, payloads, orderingKeys)
+// OutboxWriteParams is one message for [OutboxWrite].
+type OutboxWriteParams struct {
+	EventID     string
+	Subject     string
+	Headers     *string // JSON object; nil when the message has none
+	Payload     []byte
+	OrderingKey *string // nil when the message has none
+}
+
+// OutboxWrite writes msgs (at most 1024), in order, with one statement,
+// and returns the event ids it wrote; ids already in the outbox are
+// skipped. When the transaction owns every id (each is the derived id of
+// an event it claimed in the inbox) and none is in the outbox, the
+// messages go into one pack; otherwise into one row each.
+func OutboxWrite(ctx context.Context, q Querier, msgs []OutboxWriteParams) ([]string, error) {
+	n := len(msgs)
+	eventIDs, subjects, payloads := make([]string, n), make([]string, n), make([][]byte, n)
+	headers, keys := make([]*string, n), make([]*string, n)
+	anyHeader, anyKey := false, false
+	for i, m := range msgs {
+		eventIDs[i], subjects[i], payloads[i] = m.EventID, m.Subject, m.Payload
+		headers[i], keys[i] = m.Headers, m.OrderingKey
+		anyHeader, anyKey = anyHeader || m.Headers != nil, anyKey || m.OrderingKey != nil
+	}
+	// A column no message uses is sent as NULL rather than an array of
+	// NULLs, as a pack stores it.
+	if !anyHeader {
+		headers = nil
+	}
+	if !anyKey {
+		keys = nil
+	}
+	rows, err := q.Query(ctx, sqlOutboxWrite, eventIDs, subjects, headers, payloads, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +74,9 @@ type OutboxContent struct {
 	Payload []byte
 }
 
-// OutboxExisting reads the subject and payload of the rows of eventIDs.
-func OutboxExisting(ctx context.Context, q Querier, eventIDs []string) ([]OutboxContent, error) {
-	rows, err := q.Query(ctx, sqlOutboxExisting, eventIDs)
+// OutboxGetMany reads the subject and payload of the rows of eventIDs.
+func OutboxGetMany(ctx context.Context, q Querier, eventIDs []string) ([]OutboxContent, error) {
+	rows, err := q.Query(ctx, sqlOutboxGetMany, eventIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +134,7 @@ func scanOutboxRows(rows pgx.Rows) ([]OutboxRow, error) {
 // rows, oldest due first, skipping rows others hold: one round trip.
 func OutboxClaim(ctx context.Context, tx Querier, idleMs string, limit int) ([]OutboxRow, error) {
 	b := &pgx.Batch{}
-	b.Queue(sqlSessionIdleTimeout, idleMs)
+	b.Queue(sqlSessionSetIdleTimeout, idleMs)
 	b.Queue(sqlOutboxClaim, limit)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -137,9 +161,25 @@ type OutboxKeyHead struct {
 	Next   time.Time
 }
 
-// OutboxKeyHeads reads the first counts[i] pending rows of each keys[i], in
-// key_seq order per key.
-func OutboxKeyHeads(ctx context.Context, q Querier, keys []string, counts []int32) ([]OutboxKeyHead, error) {
+// OutboxKeyHeadsParams asks for the first Count pending rows of the
+// ordering key Key.
+type OutboxKeyHeadsParams struct {
+	Key   string
+	Count int32
+}
+
+func keyHeadsColumns(want []OutboxKeyHeadsParams) (keys []string, counts []int32) {
+	keys, counts = make([]string, len(want)), make([]int32, len(want))
+	for i, w := range want {
+		keys[i], counts[i] = w.Key, w.Count
+	}
+	return keys, counts
+}
+
+// OutboxKeyHeads reads the pending rows that want asks for, in key_seq
+// order per key.
+func OutboxKeyHeads(ctx context.Context, q Querier, want []OutboxKeyHeadsParams) ([]OutboxKeyHead, error) {
+	keys, counts := keyHeadsColumns(want)
 	rows, err := q.Query(ctx, sqlOutboxKeyHeads, keys, counts)
 	if err != nil {
 		return nil, err
@@ -156,13 +196,14 @@ func collectKeyHeads(rows pgx.Rows) ([]OutboxKeyHead, error) {
 }
 
 // OutboxKeyHeadsAndPacksAhead is [OutboxKeyHeads] and [OutboxPacksAhead]
-// in one round trip, both with a fresh snapshot: the first counts[i]
-// pending rows of each keys[i], and the pending packs not in mine that
-// come before key_seq before and carry one of keys.
-func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, keys []string, counts []int32, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
+// in one round trip, both with a fresh snapshot: the pending rows that
+// want asks for, and the pending packs not in mine that come before
+// key_seq before and carry one of want's keys.
+func OutboxKeyHeadsAndPacksAhead(ctx context.Context, q Querier, want []OutboxKeyHeadsParams, before int64, mine []int64) ([]OutboxKeyHead, []OutboxPackAhead, error) {
+	keys, counts := keyHeadsColumns(want)
 	b := &pgx.Batch{}
 	b.Queue(sqlOutboxKeyHeads, keys, counts)
-	b.Queue(sqlOutboxPacksAhead, before, mine, keys)
+	b.Queue(sqlOutboxPackListAhead, before, mine, keys)
 	br := q.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -194,9 +235,19 @@ func OutboxClaimIDs(ctx context.Context, tx Querier, ids []int64) ([]OutboxRow, 
 	return scanOutboxRows(rows)
 }
 
-// QueueOutboxMarkSent queues marking rows ids sent with their stream
+// OutboxMarkSentParams is one row published to the stream at StreamSeq.
+type OutboxMarkSentParams struct {
+	ID        int64
+	StreamSeq int64
+}
+
+// QueueOutboxMarkSent queues marking rows sent with their stream
 // sequences.
-func QueueOutboxMarkSent(b *pgx.Batch, ids, seqs []int64) {
+func QueueOutboxMarkSent(b *pgx.Batch, rows []OutboxMarkSentParams) {
+	ids, seqs := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], seqs[i] = r.ID, r.StreamSeq
+	}
 	b.Queue(sqlOutboxMarkSent, ids, seqs)
 }
 
@@ -205,21 +256,47 @@ func QueueOutboxDeleteSent(b *pgx.Batch, ids []int64) {
 	b.Queue(sqlOutboxDeleteSent, ids)
 }
 
-// QueueOutboxMarkFailed queues recording a failed attempt of rows ids:
-// last_error, the next attempt delayUs microseconds from now, and status
-// dead when permanent or when the attempt reaches maxAttempts.
-//
-// counted[i] false records the error and the delay without counting an
-// attempt toward maxAttempts: the broker refused for lack of room, which
-// is not the row's fault.
-func QueueOutboxMarkFailed(b *pgx.Batch, ids []int64, errs []string, delayUs []int64, permanent, counted []bool, maxAttempts int) {
+// OutboxMarkFailedParams is one failed attempt of row ID.
+type OutboxMarkFailedParams struct {
+	ID      int64
+	Error   string // the row's last_error
+	DelayUs int64  // from now to the next attempt
+	// Permanent makes the row dead whatever its attempts.
+	Permanent bool
+	// Counted false records the error and the delay without counting an
+	// attempt toward maxAttempts: the broker refused for lack of room,
+	// which is not the row's fault.
+	Counted bool
+}
+
+// QueueOutboxMarkFailed queues recording a failed attempt of each of rows:
+// last_error, the next attempt DelayUs microseconds from now, and status
+// dead when Permanent or when a counted attempt reaches maxAttempts.
+func QueueOutboxMarkFailed(b *pgx.Batch, rows []OutboxMarkFailedParams, maxAttempts int) {
+	n := len(rows)
+	ids, errs, delayUs := make([]int64, n), make([]string, n), make([]int64, n)
+	permanent, counted := make([]bool, n), make([]bool, n)
+	for i, r := range rows {
+		ids[i], errs[i], delayUs[i] = r.ID, r.Error, r.DelayUs
+		permanent[i], counted[i] = r.Permanent, r.Counted
+	}
 	b.Queue(sqlOutboxMarkFailed, ids, errs, delayUs, permanent, maxAttempts, counted)
 }
 
-// QueueOutboxDefer queues moving each row ids[i] to its blockers[i]'s next
-// attempt when the blocker is pending and due later; queued after
+// OutboxDeferParams moves row ID behind row Blocker.
+type OutboxDeferParams struct {
+	ID      int64
+	Blocker int64
+}
+
+// QueueOutboxDefer queues moving each row to its blocker's next attempt
+// when the blocker is pending and due later; queued after
 // QueueOutboxMarkFailed it sees the blockers' new times.
-func QueueOutboxDefer(b *pgx.Batch, ids, blockers []int64) {
+func QueueOutboxDefer(b *pgx.Batch, rows []OutboxDeferParams) {
+	ids, blockers := make([]int64, len(rows)), make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i], blockers[i] = r.ID, r.Blocker
+	}
 	b.Queue(sqlOutboxDefer, ids, blockers)
 }
 
@@ -299,9 +376,9 @@ type OutboxListed struct {
 	NextAttemptAt time.Time
 }
 
-// PageOutbox returns one page of the rows in status ("dead" or
+// OutboxPage returns one page of the rows in status ("dead" or
 // "pending"), newest first, with ids below before (0: from the newest).
-func PageOutbox(ctx context.Context, q Querier, status string, before int64, limit int) ([]OutboxListed, error) {
+func OutboxPage(ctx context.Context, q Querier, status string, before int64, limit int) ([]OutboxListed, error) {
 	rows, err := q.Query(ctx, sqlOutboxPage, status, before, limit)
 	if err != nil {
 		return nil, err
@@ -313,10 +390,10 @@ func PageOutbox(ctx context.Context, q Querier, status string, before int64, lim
 	})
 }
 
-// RequeueOutbox puts the dead row id back to pending, due now, with its
+// OutboxRequeue puts the dead row id back to pending, due now, with its
 // attempts reset, and wakes the relays; it reports whether the row was
 // dead.
-func RequeueOutbox(ctx context.Context, q Querier, id int64) (bool, error) {
+func OutboxRequeue(ctx context.Context, q Querier, id int64) (bool, error) {
 	return returnsRows(ctx, q, sqlOutboxRequeue, id)
 }
 
@@ -329,14 +406,14 @@ type OutboxState struct {
 	StreamSeq uint64 // EVENTS sequence once sent
 }
 
-// OutboxByEventID returns the row of eventID, or pgx.ErrNoRows.
-func OutboxByEventID(ctx context.Context, q Querier, eventID string) (OutboxState, error) {
-	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByEventID, eventID))
+// OutboxGetByEventID returns the row of eventID, or pgx.ErrNoRows.
+func OutboxGetByEventID(ctx context.Context, q Querier, eventID string) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxGetByEventID, eventID))
 }
 
-// OutboxStateByID returns the row id, or pgx.ErrNoRows.
-func OutboxStateByID(ctx context.Context, q Querier, id int64) (OutboxState, error) {
-	return scanOutboxState(q.QueryRow(ctx, sqlOutboxByID, id))
+// OutboxGetByID returns the row id, or pgx.ErrNoRows.
+func OutboxGetByID(ctx context.Context, q Querier, id int64) (OutboxState, error) {
+	return scanOutboxState(q.QueryRow(ctx, sqlOutboxGetByID, id))
 }
 
 func scanOutboxState(row pgx.Row) (OutboxState, error) {

@@ -8,13 +8,13 @@ import (
 )
 
 var (
-	sqlOutboxClaimPacks       = load("outbox_claim_packs.sql")
-	sqlOutboxPacksAhead       = load("outbox_packs_ahead.sql")
-	sqlOutboxPacksSent        = load("outbox_packs_sent.sql")
-	sqlOutboxPacksDelete      = load("outbox_packs_delete.sql")
-	sqlOutboxUnpacked         = load("outbox_unpacked.sql")
-	sqlOutboxPacksPurgeScan   = load("outbox_packs_purge_scan.sql")
-	sqlOutboxPacksPurgeDelete = load("outbox_packs_purge_delete.sql")
+	sqlOutboxPackClaim       = load("outbox_pack_claim.sql")
+	sqlOutboxPackListAhead   = load("outbox_pack_list_ahead.sql")
+	sqlOutboxPackMarkSent    = load("outbox_pack_mark_sent.sql")
+	sqlOutboxPackDelete      = load("outbox_pack_delete.sql")
+	sqlOutboxInsertUnpacked  = load("outbox_insert_unpacked.sql")
+	sqlOutboxPackPurgeScan   = load("outbox_pack_purge_scan.sql")
+	sqlOutboxPackPurgeDelete = load("outbox_pack_purge_delete.sql")
 )
 
 // OutboxPack is one claimed pack: the messages one transaction enqueued
@@ -31,10 +31,10 @@ type OutboxPack struct {
 	Payloads  [][]byte
 }
 
-// OutboxClaimPacks locks pending packs in key_seq order, skipping packs
+// OutboxPackClaim locks pending packs in key_seq order, skipping packs
 // others hold, until they carry budget messages (at least one pack).
-func OutboxClaimPacks(ctx context.Context, tx Querier, budget int) ([]OutboxPack, error) {
-	rows, err := tx.Query(ctx, sqlOutboxClaimPacks, budget)
+func OutboxPackClaim(ctx context.Context, tx Querier, budget int) ([]OutboxPack, error) {
+	rows, err := tx.Query(ctx, sqlOutboxPackClaim, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -61,47 +61,73 @@ func collectPacksAhead(rows pgx.Rows) ([]OutboxPackAhead, error) {
 	})
 }
 
-// QueueOutboxPacksSent queues marking packs firstIDs sent: pack i's
-// stream sequences are seqs[lo[i]-1 : hi[i]] (1-based, inclusive, as SQL
-// slices are).
-func QueueOutboxPacksSent(b *pgx.Batch, firstIDs, seqs []int64, lo, hi []int32) {
-	b.Queue(sqlOutboxPacksSent, firstIDs, seqs, lo, hi)
+// OutboxPackMarkSentParams is one pack published whole: StreamSeqs[i] is
+// the stream sequence of its message i.
+type OutboxPackMarkSentParams struct {
+	FirstID    int64
+	StreamSeqs []int64
 }
 
-// QueueOutboxPacksDelete queues deleting packs firstIDs.
-func QueueOutboxPacksDelete(b *pgx.Batch, firstIDs []int64) {
-	b.Queue(sqlOutboxPacksDelete, firstIDs)
+// QueueOutboxPackMarkSent queues marking packs sent with their stream
+// sequences.
+func QueueOutboxPackMarkSent(b *pgx.Batch, packs []OutboxPackMarkSentParams) {
+	// The statement takes every sequence in one array and each pack's
+	// bounds in it (1-based, inclusive, as SQL slices are): a Postgres
+	// array cannot hold arrays of different lengths.
+	firstIDs, lo, hi := make([]int64, len(packs)), make([]int32, len(packs)), make([]int32, len(packs))
+	var seqs []int64
+	for i, p := range packs {
+		firstIDs[i], lo[i] = p.FirstID, int32(len(seqs)+1)
+		seqs = append(seqs, p.StreamSeqs...)
+		hi[i] = int32(len(seqs))
+	}
+	b.Queue(sqlOutboxPackMarkSent, firstIDs, seqs, lo, hi)
 }
 
-// Unpacked are messages of packs written as rows with their outcome, as
-// parallel slices. Status is pending, sent or dead; DelayUs is from now to
-// the next attempt; Seq is the stream sequence of a sent one.
-type Unpacked struct {
-	IDs       []int64
-	EventIDs  []string
-	Subjects  []string
-	Headers   []*string
-	Payloads  [][]byte
-	Keys      []*string
-	KeySeqs   []*int64
-	CreatedAt []time.Time
-	Status    []string
-	Attempts  []int32
-	Errors    []*string
-	DelayUs   []int64
-	Seqs      []*int64
+// QueueOutboxPackDelete queues deleting packs firstIDs.
+func QueueOutboxPackDelete(b *pgx.Batch, firstIDs []int64) {
+	b.Queue(sqlOutboxPackDelete, firstIDs)
 }
 
-// QueueOutboxUnpacked queues inserting u's messages as rows.
-func QueueOutboxUnpacked(b *pgx.Batch, u *Unpacked) {
-	b.Queue(sqlOutboxUnpacked, u.IDs, u.EventIDs, u.Subjects, u.Headers, u.Payloads, u.Keys, u.KeySeqs,
-		u.CreatedAt, u.Status, u.Attempts, u.Errors, u.DelayUs, u.Seqs)
+// OutboxInsertUnpackedParams is one message of a pack written as a row,
+// with its outcome.
+type OutboxInsertUnpackedParams struct {
+	ID          int64
+	EventID     string
+	Subject     string
+	Headers     *string
+	Payload     []byte
+	OrderingKey *string
+	KeySeq      *int64
+	CreatedAt   time.Time
+	Status      string // pending, sent or dead
+	Attempts    int32
+	Error       *string
+	DelayUs     int64  // from now to the next attempt
+	StreamSeq   *int64 // of a sent one
 }
 
-// OutboxPacksPurgeScan is [OutboxPurgeScan] for packs: up to limit packs
+// QueueOutboxInsertUnpacked queues inserting rows.
+func QueueOutboxInsertUnpacked(b *pgx.Batch, rows []OutboxInsertUnpackedParams) {
+	n := len(rows)
+	ids, eventIDs, subjects := make([]int64, n), make([]string, n), make([]string, n)
+	headers, payloads, keys, keySeqs := make([]*string, n), make([][]byte, n), make([]*string, n), make([]*int64, n)
+	createdAt, status, attempts := make([]time.Time, n), make([]string, n), make([]int32, n)
+	errs, delayUs, seqs := make([]*string, n), make([]int64, n), make([]*int64, n)
+	for i, r := range rows {
+		ids[i], eventIDs[i], subjects[i] = r.ID, r.EventID, r.Subject
+		headers[i], payloads[i], keys[i], keySeqs[i] = r.Headers, r.Payload, r.OrderingKey, r.KeySeq
+		createdAt[i], status[i], attempts[i] = r.CreatedAt, r.Status, r.Attempts
+		errs[i], delayUs[i], seqs[i] = r.Error, r.DelayUs, r.StreamSeq
+	}
+	b.Queue(sqlOutboxInsertUnpacked, ids, eventIDs, subjects, headers, payloads, keys, keySeqs,
+		createdAt, status, attempts, errs, delayUs, seqs)
+}
+
+// OutboxPackPurgeScan is [OutboxPurgeScan] for packs: up to limit packs
 // after first id after, in id order.
-func OutboxPacksPurgeScan(ctx context.Context, q Querier, after int64, cutoff time.Time, limit int) ([]OutboxPurgeCandidate, error) {
-	rows, err := q.Query(ctx, sqlOutboxPacksPurgeScan, after, cutoff, limit)
+func OutboxPackPurgeScan(ctx context.Context, q Querier, after int64, cutoff time.Time, limit int) ([]OutboxPurgeCandidate, error) {
+	rows, err := q.Query(ctx, sqlOutboxPackPurgeScan, after, cutoff, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -112,11 +138,11 @@ func OutboxPacksPurgeScan(ctx context.Context, q Querier, after int64, cutoff ti
 	})
 }
 
-// OutboxPacksPurgeDelete deletes those of packs firstIDs still sent before
+// OutboxPackPurgeDelete deletes those of packs firstIDs still sent before
 // cutoff, skipping packs others hold, and returns how many messages they
 // held.
-func OutboxPacksPurgeDelete(ctx context.Context, q Querier, firstIDs []int64, cutoff time.Time) (int64, error) {
+func OutboxPackPurgeDelete(ctx context.Context, q Querier, firstIDs []int64, cutoff time.Time) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, sqlOutboxPacksPurgeDelete, firstIDs, cutoff).Scan(&n)
+	err := q.QueryRow(ctx, sqlOutboxPackPurgeDelete, firstIDs, cutoff).Scan(&n)
 	return n, err
 }

@@ -10,6 +10,14 @@
 // what the statement was for and adds that context. Statements that must
 // travel in one round trip with others have QueueX helpers that add them to
 // a caller's pgx.Batch.
+//
+// A statement has one name, table noun first, then what it does: the file
+// sql/dead_letter_resolve.sql, its variable sqlDeadLetterResolve and the
+// function DeadLetterResolve (QueueX when it is queued into a batch). A
+// function that runs several statements is named for what they do
+// together. A function that writes or reads many rows takes a slice of a
+// row struct, named XParams when it has no other use, rather than
+// parallel slices.
 package store
 
 import (

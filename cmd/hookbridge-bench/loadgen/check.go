@@ -60,7 +60,7 @@ func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, run
 		return nil
 	}
 	if err := count(store.TableInbox, func() (err error) {
-		c.Inbox, err = store.CountInboxPrefix(ctx, pool, consumer, source, prefix)
+		c.Inbox, err = store.InboxCountPrefix(ctx, pool, consumer, source, prefix)
 		return err
 	}); err != nil {
 		return nil, err
@@ -74,14 +74,14 @@ func VerifyCounts(ctx context.Context, pool *pgxpool.Pool, consumer, source, run
 		return nil, err
 	}
 	if err := count(store.TableOutbox, func() (err error) {
-		c.Outbox, err = store.CountOutboxPrefix(ctx, pool, consumer+":"+source+":"+prefix)
+		c.Outbox, err = store.OutboxCountPrefix(ctx, pool, consumer+":"+source+":"+prefix)
 		return err
 	}); err != nil {
 		return nil, err
 	}
 	deadMissing := len(missing)
 	if err := count(store.TableDeadLetters, func() (err error) {
-		c.DeadLetters, err = store.CountDeadLettersPrefix(ctx, pool, consumer, prefix)
+		c.DeadLetters, err = store.DeadLetterCountPrefix(ctx, pool, consumer, prefix)
 		return err
 	}); err != nil {
 		return nil, err

@@ -255,7 +255,7 @@ func watchDrain(ctx context.Context, pool *pgxpool.Pool, want, batchSize int, pr
 		}
 		cpu := ProcessCPU()
 		at := time.Now()
-		n, err := store.CountInbox(ctx, pool)
+		n, err := store.InboxCount(ctx, pool)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // not migrated yet

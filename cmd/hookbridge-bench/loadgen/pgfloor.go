@@ -91,27 +91,27 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 		if err != nil {
 			return fmt.Errorf("claim: %w", err)
 		}
-		packs, err := store.OutboxClaimPacks(ctx, tx, limit)
+		packs, err := store.OutboxPackClaim(ctx, tx, limit)
 		if err != nil {
 			return fmt.Errorf("claim packs: %w", err)
 		}
 		perKey := map[string]int32{}
-		ids := make([]int64, len(rows))
+		sent := make([]store.OutboxMarkSentParams, len(rows))
 		var maxSeq int64
 		for i, o := range rows {
-			ids[i] = o.ID
+			sent[i] = store.OutboxMarkSentParams{ID: o.ID, StreamSeq: o.ID}
 			if o.OrderingKey != nil {
 				perKey[*o.OrderingKey]++
 				maxSeq = max(maxSeq, *o.KeySeq)
 			}
 		}
-		firsts, lo, hi, seqs := make([]int64, len(packs)), make([]int32, len(packs)), make([]int32, len(packs)), []int64{}
+		firsts, packsSent := make([]int64, len(packs)), make([]store.OutboxPackMarkSentParams, len(packs))
 		for i, p := range packs {
-			firsts[i], lo[i] = p.FirstID, int32(len(seqs)+1)
+			seqs := make([]int64, len(p.EventIDs))
 			for j := range p.EventIDs {
-				seqs = append(seqs, p.FirstID+int64(j))
+				seqs[j] = p.FirstID + int64(j)
 			}
-			hi[i] = int32(len(seqs))
+			firsts[i], packsSent[i] = p.FirstID, store.OutboxPackMarkSentParams{FirstID: p.FirstID, StreamSeqs: seqs}
 			for j, k := range p.Keys {
 				if k != nil {
 					perKey[*k]++
@@ -119,19 +119,19 @@ func markRelayed(ctx context.Context, pool *pgxpool.Pool, limit int) error {
 				}
 			}
 		}
-		keys, counts := make([]string, 0, len(perKey)), make([]int32, 0, len(perKey))
+		want := make([]store.OutboxKeyHeadsParams, 0, len(perKey))
 		for k, c := range perKey {
-			keys, counts = append(keys, k), append(counts, c+1)
+			want = append(want, store.OutboxKeyHeadsParams{Key: k, Count: c + 1})
 		}
-		if len(keys) > 0 {
-			if _, _, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, keys, counts, maxSeq+1, firsts); err != nil {
+		if len(want) > 0 {
+			if _, _, err := store.OutboxKeyHeadsAndPacksAhead(ctx, tx, want, maxSeq+1, firsts); err != nil {
 				return fmt.Errorf("key heads: %w", err)
 			}
 		}
 		b := &pgx.Batch{}
-		store.QueueOutboxMarkSent(b, ids, ids)
+		store.QueueOutboxMarkSent(b, sent)
 		if len(packs) > 0 {
-			store.QueueOutboxPacksSent(b, firsts, seqs, lo, hi)
+			store.QueueOutboxPackMarkSent(b, packsSent)
 		}
 		return tx.SendBatch(ctx, b).Close()
 	})

@@ -162,7 +162,7 @@ func (t *applyTracker) oldestPending(ids []string) ([]string, int) {
 
 func (t *applyTracker) poll(ctx context.Context, ids []string) {
 	at := time.Now()
-	found, err := store.InboxApplied(ctx, t.pool, t.consumer, t.source, ids)
+	found, err := store.InboxFindApplied(ctx, t.pool, t.consumer, t.source, ids)
 	if err != nil {
 		t.noteErr(ctx, err)
 		return

@@ -77,7 +77,7 @@ func walSince(ctx context.Context, pool *pgxpool.Pool, from walMark, events int)
 func waitOutboxDrained(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		pending, err := store.CountOutboxPending(ctx, pool)
+		pending, err := store.OutboxCountPending(ctx, pool)
 		if err != nil {
 			return fmt.Errorf("outbox pending rows: %w", err)
 		}
