@@ -13,9 +13,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/sqlconsumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/schema"
-	"github.com/hookbridge/hookbridge/sqlconsumer"
 )
 
 // SQLConsumerConfig declares a consumer applied by SQL statements instead

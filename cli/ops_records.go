@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // DeadLettersCmd inspects hookbridge.dead_letters.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/sqlconsumer"
 	"github.com/hookbridge/hookbridge/schema"
-	"github.com/hookbridge/hookbridge/sqlconsumer"
 )
 
 // crm is the tickets schema the statements write to. runs logs every

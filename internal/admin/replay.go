@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // replayRequest is the body of POST /api/v1/replay: the selectors of

@@ -9,9 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/admin"
+	"github.com/hookbridge/hookbridge/internal/admin"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // The status marks a durable on HOOKS no configured consumer owns, and

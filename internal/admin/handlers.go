@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) error {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // gateEnv is a consumer "gated" whose handler writes one row per apply to

@@ -32,7 +32,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // Options configure the admin handler.

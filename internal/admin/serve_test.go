@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/admin"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/admin"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // The console's files are served at / without a token (they hold no

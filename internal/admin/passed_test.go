@@ -11,8 +11,8 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // deadCreated publishes a keyed order.created and records it

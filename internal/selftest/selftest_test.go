@@ -7,7 +7,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
-	"github.com/hookbridge/hookbridge/selftest"
+	"github.com/hookbridge/hookbridge/internal/selftest"
 )
 
 func probe(t *testing.T, check string, mod func(*selftest.Probe)) []byte {

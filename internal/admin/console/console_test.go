@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/admin/console"
+	"github.com/hookbridge/hookbridge/internal/admin/console"
 )
 
 func read(t *testing.T, name string) string {
