@@ -5,6 +5,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -24,7 +25,7 @@ import (
 // fullTracer is a tracer of the ingress, the consumers and the relay.
 type fullTracer interface {
 	bridge.Tracer
-	consumer.Tracer
+	engine.Tracer
 	publisher.Tracer
 }
 
@@ -73,27 +74,27 @@ func (ts tracers) TracePublishEnd(ctx context.Context, d bridge.TracePublishEndD
 	}
 }
 
-func (ts tracers) TraceApplyStart(ctx context.Context, d consumer.TraceApplyStartData) context.Context {
+func (ts tracers) TraceApplyStart(ctx context.Context, d engine.TraceApplyStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceApplyStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEndData) {
+func (ts tracers) TraceApplyEnd(ctx context.Context, d engine.TraceApplyEndData) {
 	for _, t := range ts {
 		t.TraceApplyEnd(ctx, d)
 	}
 }
 
-func (ts tracers) TraceDeadLetterStart(ctx context.Context, d consumer.TraceDeadLetterStartData) context.Context {
+func (ts tracers) TraceDeadLetterStart(ctx context.Context, d engine.TraceDeadLetterStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceDeadLetterStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceDeadLetterEnd(ctx context.Context, d consumer.TraceDeadLetterEndData) {
+func (ts tracers) TraceDeadLetterEnd(ctx context.Context, d engine.TraceDeadLetterEndData) {
 	for _, t := range ts {
 		t.TraceDeadLetterEnd(ctx, d)
 	}
@@ -153,11 +154,11 @@ func (t metricsTracer) TracePublishEnd(_ context.Context, d bridge.TracePublishE
 	}
 }
 
-func (t metricsTracer) TraceApplyStart(ctx context.Context, _ consumer.TraceApplyStartData) context.Context {
+func (t metricsTracer) TraceApplyStart(ctx context.Context, _ engine.TraceApplyStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEndData) {
+func (t metricsTracer) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
 	t.m.ConsumerBatch(d.Consumer, len(d.Outcomes), d.Duration)
 	// One counter update per outcome, not per event: a label lookup per
 	// event costs more than the rest of this at high rates.
@@ -178,11 +179,11 @@ func countOutcomes(outs []consumer.Outcome) (n [consumer.DeadLettered + 1]int) {
 	return n
 }
 
-func (t metricsTracer) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+func (t metricsTracer) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceDeadLetterEnd(_ context.Context, d consumer.TraceDeadLetterEndData) {
+func (t metricsTracer) TraceDeadLetterEnd(_ context.Context, d engine.TraceDeadLetterEndData) {
 	if d.Err == nil {
 		t.m.ConsumerEvents(d.Consumer, consumer.DeadLettered.String(), 1)
 	}
@@ -205,7 +206,7 @@ func (t metricsTracer) TraceRelayPublishEnd(context.Context, publisher.TraceRela
 // outcomeNames are the outcome label values of a consumer's metrics.
 func outcomeNames() []string {
 	var out []string
-	for _, o := range consumer.MessageOutcomes() {
+	for _, o := range engine.MessageOutcomes() {
 		out = append(out, o.String())
 	}
 	return out

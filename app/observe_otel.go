@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -111,7 +112,7 @@ const maxBatchLinks = 128
 // (the first maxBatchLinks). The span's context goes to publisher.Enqueue
 // through the context, so the outbox rows the handler writes carry it to
 // the relay.
-func (t *otelTracer) TraceApplyStart(ctx context.Context, d consumer.TraceApplyStartData) context.Context {
+func (t *otelTracer) TraceApplyStart(ctx context.Context, d engine.TraceApplyStartData) context.Context {
 	attrs := []attribute.KeyValue{
 		attribute.String("hookbridge.consumer", d.Consumer),
 		attribute.Int("messaging.batch.message_count", len(d.Events)),
@@ -145,7 +146,7 @@ func (t *otelTracer) TraceApplyStart(ctx context.Context, d consumer.TraceApplyS
 	return ctx
 }
 
-func (t *otelTracer) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEndData) {
+func (t *otelTracer) TraceApplyEnd(ctx context.Context, d engine.TraceApplyEndData) {
 	span := trace.SpanFromContext(ctx)
 	n := countOutcomes(d.Outcomes)
 	for o, k := range n {
@@ -159,11 +160,11 @@ func (t *otelTracer) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEnd
 	span.End()
 }
 
-func (t *otelTracer) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+func (t *otelTracer) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
 	return ctx
 }
 
-func (t *otelTracer) TraceDeadLetterEnd(context.Context, consumer.TraceDeadLetterEndData) {}
+func (t *otelTracer) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}
 
 func (t *otelTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
 	return ctx

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -107,7 +107,7 @@ func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (Consumer
 	if err != nil {
 		return cc, err
 	}
-	o, err := consumer.Options{
+	o, err := engine.Options{
 		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
 		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
 		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,

@@ -19,10 +19,10 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/admin"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -146,8 +146,8 @@ func (e *apiEnv) mustCall(t *testing.T, method, path string, body any, want int,
 func (e *apiEnv) deadPaid(t *testing.T, eventID, orderID string) (seq uint64, id int64) {
 	t.Helper()
 	seq = e.ns.PublishHook(t, "demo", eventID, orders.Paid, orders.WebhookBody(orders.Paid, orderID, 100))
-	err := consumer.RecordDeadLetter(context.Background(), e.db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo",
-		EventID: eventID, EventType: orders.Paid, StreamSeq: seq, Deliveries: 5, Reason: consumer.ReasonMaxDeliver,
+	err := engine.RecordDeadLetter(context.Background(), e.db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo",
+		EventID: eventID, EventType: orders.Paid, StreamSeq: seq, Deliveries: 5, Reason: engine.ReasonMaxDeliver,
 		LastError: "unknown order", Body: orders.WebhookBody(orders.Paid, orderID, 100)})
 	if err != nil {
 		t.Fatal(err)
@@ -311,7 +311,7 @@ func TestRequeueDeadLetterAfterFixAppliesOnce(t *testing.T) {
 		Body       *string    `json:"body"`
 	}
 	e.mustCall(t, "GET", fmt.Sprintf("/api/v1/dead-letters/%d", dl), nil, http.StatusOK, &dlv)
-	if dlv.ResolvedAt == nil || dlv.Resolution == nil || *dlv.Resolution != consumer.ResolutionRequeued || dlv.Body == nil || !strings.Contains(*dlv.Body, `"o1"`) {
+	if dlv.ResolvedAt == nil || dlv.Resolution == nil || *dlv.Resolution != engine.ResolutionRequeued || dlv.Body == nil || !strings.Contains(*dlv.Body, `"o1"`) {
 		t.Fatalf("dead letter after requeue = %+v", dlv)
 	}
 

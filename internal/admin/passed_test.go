@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
@@ -22,8 +22,8 @@ func (e *apiEnv) deadCreated(t *testing.T, eventID, orderID, laterID string) (id
 	t.Helper()
 	ctx := context.Background()
 	seq := e.ns.PublishKeyedHook(t, "demo", eventID, orders.Created, orderID, orders.WebhookBody(orders.Created, orderID, 100))
-	if err := consumer.RecordDeadLetter(ctx, e.db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: eventID,
-		EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: consumer.ReasonPermanent, LastError: "broken",
+	if err := engine.RecordDeadLetter(ctx, e.db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: eventID,
+		EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: engine.ReasonPermanent, LastError: "broken",
 		OrderingKey: orderID}); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestRequeuePassedDeadLetterAPI(t *testing.T) {
 		State             string                  `json:"state"`
 		SkippedPassed     int                     `json:"skipped_passed"`
 		SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list"`
-		Summary           consumer.ReplaySummary  `json:"summary"`
+		Summary           engine.ReplaySummary    `json:"summary"`
 	}
 	hookbridgetest.Eventually(t, 30*time.Second, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
@@ -98,7 +99,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		}
 		sum := dryRunSummary{ByType: map[string]int{}, ByOutcome: map[string]int{}}
 		items := []dryRunItem{}
-		_, err = h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it consumer.ReplayItem) {
+		_, err = h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it engine.ReplayItem) {
 			sum.Messages++
 			sum.ByType[it.Type]++
 			sum.ByOutcome[it.Outcome.String()]++
@@ -148,7 +149,7 @@ type jobState struct {
 	Total    uint64 `json:"total"`
 	Error    string `json:"error"`
 	// Summary counts the outcomes once the job has ended.
-	Summary *consumer.ReplaySummary `json:"summary,omitempty"`
+	Summary *engine.ReplaySummary `json:"summary,omitempty"`
 	// SkippedPassed counts the dead letters the job left alone because a
 	// later event of their ordering key had passed them; SkippedPassedList
 	// names the first [dryRunItems] of them.
@@ -222,7 +223,7 @@ func (j *jobs) run(name string, sel ops.ReplaySelectors, st *jobState) (ops.Repl
 			st.Total = n
 			j.mu.Unlock()
 		},
-		Report: func(consumer.ReplayItem) {
+		Report: func(engine.ReplayItem) {
 			j.mu.Lock()
 			st.Done++
 			j.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -67,7 +67,7 @@ func (o *Ops) originalBody(ctx context.Context, c Conflict) ([]byte, string) {
 		return nil, "no JetStream connection"
 	}
 	seq := uint64(c.OriginalSeq)
-	if seq == 0 && c.DetectedBy != consumer.IngressConflictDetector {
+	if seq == 0 && c.DetectedBy != engine.IngressConflictDetector {
 		rows, err := store.InboxForEvent(ctx, o.Pool, []string{c.DetectedBy}, c.Source, c.EventID)
 		if err == nil && len(rows) == 1 {
 			seq = rows[0].StreamSeq
@@ -78,14 +78,14 @@ func (o *Ops) originalBody(ctx context.Context, c Conflict) ([]byte, string) {
 	}
 	s, err := o.JS.Stream(ctx, stream.Hooks)
 	if err != nil {
-		return nil, "stream " + stream.Hooks + ": " + consumer.ShortError(err.Error())
+		return nil, "stream " + stream.Hooks + ": " + engine.ShortError(err.Error())
 	}
 	raw, err := s.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, fmt.Sprintf("message %d has left the HOOKS stream", seq)
 	}
 	if err != nil {
-		return nil, consumer.ShortError(err.Error())
+		return nil, engine.ShortError(err.Error())
 	}
 	if raw.Header.Get(stream.HeaderSource) != c.Source || raw.Header.Get(stream.HeaderEventID) != c.EventID {
 		return nil, fmt.Sprintf("message %d is another event now", seq)
@@ -108,7 +108,7 @@ func (o *Ops) ResolveConflict(ctx context.Context, id int64, resolution string) 
 	} else if err != nil {
 		return "", fmt.Errorf("get conflict %d: %w", id, err)
 	}
-	changed, err := store.ResolveConflict(ctx, o.Pool, id, consumer.ShortError(resolution))
+	changed, err := store.ResolveConflict(ctx, o.Pool, id, engine.ShortError(resolution))
 	if err != nil {
 		return "", fmt.Errorf("resolve conflict %d: %w", id, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -133,15 +134,15 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptio
 
 // requeueApply replays d's message alone and returns what became of it
 // (nil: the row was resolved meanwhile, nothing was applied).
-func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*consumer.ReplayItem, error) {
+func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*engine.ReplayItem, error) {
 	opts, err := o.ReplayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
 	if err != nil {
 		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
 	}
-	opts.Resolution = consumer.ResolutionRequeued
-	var item *consumer.ReplayItem
-	opts.Report = func(it consumer.ReplayItem) { item = &it }
-	if _, err := consumer.Replay(ctx, o.Pool, o.JS, opts); err != nil {
+	opts.Resolution = engine.ResolutionRequeued
+	var item *engine.ReplayItem
+	opts.Report = func(it engine.ReplayItem) { item = &it }
+	if _, err := engine.Replay(ctx, o.Pool, o.JS, opts); err != nil {
 		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
 	}
 	return item, nil
@@ -175,7 +176,7 @@ func (o *Ops) DiscardDeadLetter(ctx context.Context, id int64, reason string) (s
 	if _, err := o.GetDeadLetter(ctx, id); err != nil {
 		return "", err
 	}
-	changed, err := store.DiscardDeadLetter(ctx, o.Pool, id, consumer.ShortError(reason))
+	changed, err := store.DiscardDeadLetter(ctx, o.Pool, id, engine.ShortError(reason))
 	if err != nil {
 		return "", fmt.Errorf("discard dead letter %d: %w", id, err)
 	}

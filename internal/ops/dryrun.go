@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // DryRunNote is what a dry run says of one message beyond what the inbox
@@ -29,18 +30,18 @@ type DryRunNote struct {
 // ordering key has passed is noted with that event: a real
 // `--dead-letters` run leaves it alone (Skipped) unless sel.OutOfOrder,
 // and a range replay applies it after that event.
-func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors) (func(consumer.ReplayItem) *DryRunNote, error) {
-	dls, err := consumer.ListDeadLetters(ctx, o.Pool, consumer.DeadLetterFilter{
+func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors) (func(engine.ReplayItem) *DryRunNote, error) {
+	dls, err := engine.ListDeadLetters(ctx, o.Pool, engine.DeadLetterFilter{
 		Consumer: name, UnresolvedOnly: true, FromSeq: sel.FromSeq, ToSeq: sel.ToSeq,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dry run %s: %w", name, err)
 	}
-	bySeq := make(map[uint64]consumer.DeadLetter, len(dls))
+	bySeq := make(map[uint64]engine.DeadLetter, len(dls))
 	for _, d := range dls {
 		bySeq[d.StreamSeq] = d
 	}
-	return func(it consumer.ReplayItem) *DryRunNote {
+	return func(it engine.ReplayItem) *DryRunNote {
 		d, ok := bySeq[it.Seq]
 		if !ok || d.Source != it.Source || d.EventID != it.EventID {
 			return nil
@@ -57,7 +58,7 @@ func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors)
 
 // passedNote says what the real run does with dead letter d, which the
 // later event pb of its ordering key has passed.
-func passedNote(d consumer.DeadLetter, pb PassedBy, skipped bool) string {
+func passedNote(d engine.DeadLetter, pb PassedBy, skipped bool) string {
 	if skipped {
 		return fmt.Sprintf("dead letter %d, passed by a later event of its ordering key, %s: the real run leaves it alone "+
 			"(--out-of-order applies it after that event)", d.ID, pb)
@@ -68,7 +69,7 @@ func passedNote(d consumer.DeadLetter, pb PassedBy, skipped bool) string {
 
 // dryRunNote says what the real run does with dead letter d, whose
 // message the inbox would take as outcome.
-func dryRunNote(d consumer.DeadLetter, outcome consumer.Outcome) string {
+func dryRunNote(d engine.DeadLetter, outcome consumer.Outcome) string {
 	switch outcome {
 	case consumer.Duplicate:
 		return fmt.Sprintf("dead letter %d, applied since: the real run marks it resolved", d.ID)

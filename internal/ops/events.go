@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -115,7 +115,7 @@ func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife,
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: delivery failures: %w", source, eventID, err)
 	}
-	conflicts, err := store.ConflictsForEvent(ctx, o.Pool, append(slices.Clone(names), consumer.IngressConflictDetector), source, eventID)
+	conflicts, err := store.ConflictsForEvent(ctx, o.Pool, append(slices.Clone(names), engine.IngressConflictDetector), source, eventID)
 	if err != nil {
 		return life, fmt.Errorf("event %s/%s: conflicts: %w", source, eventID, err)
 	}
@@ -207,7 +207,7 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 	// the event would look pending, or, once the consumer's ack floor is
 	// past its terminated message, not concern the consumer at all.
 	for i := len(dead) - 1; i >= 0; i-- {
-		if d := dead[i]; d.Consumer == c.Name && d.Resolution == consumer.ResolutionDiscarded {
+		if d := dead[i]; d.Consumer == c.Name && d.Resolution == engine.ResolutionDiscarded {
 			id := d.ID
 			at.State, at.StreamSeq, at.DeadLetterID = EventDeadLettered, d.StreamSeq, &id
 			return at, true

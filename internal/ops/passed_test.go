@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -61,7 +62,7 @@ func newKeyedEnv(t *testing.T) *keyedEnv {
 	})
 	e.ops = &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: []ops.Consumer{{Name: "keyed", Handler: h, EventTypes: []string{"thing.done"}}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "keyed", EventTypes: []string{"thing.done"}, Handler: h,
+	c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "keyed", EventTypes: []string{"thing.done"}, Handler: h,
 		Partitions: stream.DefaultPartitions, MaxDeliver: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +193,7 @@ func TestReplayDeadLettersSkipsPassed(t *testing.T) {
 		t.Fatal(err)
 	}
 	skippedNotes := 0
-	sum, err := e.ops.Replay(ctx, "keyed", dry, func(it consumer.ReplayItem) {
+	sum, err := e.ops.Replay(ctx, "keyed", dry, func(it engine.ReplayItem) {
 		if n := notes(it); n != nil && n.Skipped && n.PassedBy != nil && strings.Contains(n.Note, "leaves it alone") {
 			skippedNotes++
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
@@ -54,8 +55,8 @@ func (e *gateEnv) deadLetter(t *testing.T, eventID string) int64 {
 	t.Helper()
 	body := []byte(`{"n":1}`)
 	seq := e.ns.PublishHook(t, "demo", eventID, "thing.done", body)
-	err := consumer.RecordDeadLetter(context.Background(), e.db.Pool, consumer.DeadLetter{Consumer: "gated", Source: "demo",
-		EventID: eventID, EventType: "thing.done", StreamSeq: seq, Deliveries: 5, Reason: consumer.ReasonMaxDeliver,
+	err := engine.RecordDeadLetter(context.Background(), e.db.Pool, engine.DeadLetter{Consumer: "gated", Source: "demo",
+		EventID: eventID, EventType: "thing.done", StreamSeq: seq, Deliveries: 5, Reason: engine.ReasonMaxDeliver,
 		LastError: "boom", Body: body})
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +123,11 @@ func TestDiscardDuringRequeue(t *testing.T) {
 	}
 	t.Logf("requeue %+v (%v), discard %q, resolution %q, effects %d, inbox %d", r.res, r.err, d.status, resolution, effects, inbox)
 	switch resolution {
-	case consumer.ResolutionRequeued:
+	case engine.ResolutionRequeued:
 		if r.err != nil || r.res.Status != ops.StatusRequeued || d.status != ops.StatusAlreadyResolved || effects != 1 || inbox != 1 {
 			t.Fatal("requeued row: want the requeue to answer requeued, the discard already_resolved, one effect")
 		}
-	case consumer.ResolutionDiscarded:
+	case engine.ResolutionDiscarded:
 		if effects != 0 || inbox != 0 {
 			t.Fatalf("the row is marked discarded but its event applied (%d effect(s), %d inbox row(s))", effects, inbox)
 		}
@@ -192,8 +193,8 @@ func TestRequeueResolvesOnlyItsOwnRowAtASequence(t *testing.T) {
 	if err := e.db.Pool.QueryRow(ctx, `SELECT stream_seq FROM hookbridge.dead_letters WHERE id = $1`, id).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
-	err := consumer.RecordDeadLetter(ctx, e.db.Pool, consumer.DeadLetter{Consumer: "gated", Source: "demo",
-		EventID: "old1", EventType: "thing.done", StreamSeq: uint64(seq), Deliveries: 5, Reason: consumer.ReasonMaxDeliver,
+	err := engine.RecordDeadLetter(ctx, e.db.Pool, engine.DeadLetter{Consumer: "gated", Source: "demo",
+		EventID: "old1", EventType: "thing.done", StreamSeq: uint64(seq), Deliveries: 5, Reason: engine.ReasonMaxDeliver,
 		LastError: "boom", Body: []byte(`{"old":true}`)})
 	if err != nil {
 		t.Fatal(err)

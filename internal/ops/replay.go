@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // ReplaySelectors choose what a replay re-delivers; they are the flags of
@@ -30,22 +31,22 @@ type ReplaySelectors struct {
 
 // ReplayOptions resolves the consumer's handler and subscription, as
 // serve does, and combines them with the selectors.
-func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (consumer.ReplayOptions, error) {
+func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (engine.ReplayOptions, error) {
 	c, err := o.Consumer(name)
 	if err != nil {
-		return consumer.ReplayOptions{}, err
+		return engine.ReplayOptions{}, err
 	}
 	switch {
 	case sel.ToSeq > 0 && sel.FromSeq > sel.ToSeq:
-		return consumer.ReplayOptions{}, fmt.Errorf("from-seq %d is after to-seq %d: %w", sel.FromSeq, sel.ToSeq, ErrInvalid)
+		return engine.ReplayOptions{}, fmt.Errorf("from-seq %d is after to-seq %d: %w", sel.FromSeq, sel.ToSeq, ErrInvalid)
 	case !sel.Since.IsZero() && !sel.Until.IsZero() && !sel.Since.Before(sel.Until):
-		return consumer.ReplayOptions{}, fmt.Errorf("since is not before until: %w", ErrInvalid)
+		return engine.ReplayOptions{}, fmt.Errorf("since is not before until: %w", ErrInvalid)
 	case sel.OutOfOrder && !sel.DeadLetters:
-		return consumer.ReplayOptions{}, fmt.Errorf("out of order goes with dead letters only (a range replay applies every message of its range): %w", ErrInvalid)
+		return engine.ReplayOptions{}, fmt.Errorf("out of order goes with dead letters only (a range replay applies every message of its range): %w", ErrInvalid)
 	case sel.Type != "" && !sel.DeadLetters && !slices.Contains(c.EventTypes, sel.Type):
-		return consumer.ReplayOptions{}, fmt.Errorf("consumer %s does not receive event type %q: %w", c.Name, sel.Type, ErrInvalid)
+		return engine.ReplayOptions{}, fmt.Errorf("consumer %s does not receive event type %q: %w", c.Name, sel.Type, ErrInvalid)
 	}
-	return consumer.ReplayOptions{
+	return engine.ReplayOptions{
 		Consumer:     c.Name,
 		Handler:      c.Handler,
 		Sources:      c.Sources,
@@ -67,7 +68,7 @@ func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (consumer.ReplayOp
 // through its inbox ([Ops.ReplayWith]); report, when set, is called for
 // every selected message as it is handled, so callers can stream items
 // instead of holding them.
-func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, report func(consumer.ReplayItem)) (consumer.ReplaySummary, error) {
+func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, report func(engine.ReplayItem)) (engine.ReplaySummary, error) {
 	res, err := o.ReplayWith(ctx, name, sel, ReplayHooks{Report: report})
 	return res.ReplaySummary, err
 }
@@ -75,7 +76,7 @@ func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, repo
 // ReplayHooks follow a running replay.
 type ReplayHooks struct {
 	// Report is called for every selected message as it is handled.
-	Report func(consumer.ReplayItem)
+	Report func(engine.ReplayItem)
 	// Planned is called once, before the first message, with how many
 	// messages the replay reads at most.
 	Planned func(n uint64)
@@ -85,7 +86,7 @@ type ReplayHooks struct {
 // a `--dead-letters` replay left alone because a later event of their
 // ordering key had passed them (see [ReplaySelectors.OutOfOrder]).
 type ReplayResult struct {
-	consumer.ReplaySummary
+	engine.ReplaySummary
 	SkippedPassed []SkippedDeadLetter `json:"skipped_passed"`
 }
 
@@ -96,7 +97,7 @@ type ReplayResult struct {
 // and applies the others, each narrowed to its own message as a requeue
 // does; a dry run reads them all (see [Ops.DryRunNotes]).
 func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, hooks ReplayHooks) (ReplayResult, error) {
-	res := ReplayResult{ReplaySummary: consumer.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
+	res := ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
 	if o.JS == nil {
 		return res, fmt.Errorf("replay: %w", errNoJetStream)
 	}
@@ -108,7 +109,7 @@ func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, 
 	if sel.DeadLetters && !sel.DryRun && !sel.OutOfOrder {
 		return o.replayInOrder(ctx, opts, res)
 	}
-	sum, err := consumer.Replay(ctx, o.Pool, o.JS, opts)
+	sum, err := engine.Replay(ctx, o.Pool, o.JS, opts)
 	res.ReplaySummary = sum
 	if err != nil {
 		return res, fmt.Errorf("replay: %w", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -17,8 +17,8 @@ import (
 // letters a later event of their ordering key has passed: the replay is
 // split into sequence ranges between them, each a dead-letter replay of
 // its own, so the consumer's replay never reads a passed one.
-func (o *Ops) replayInOrder(ctx context.Context, opts consumer.ReplayOptions, res ReplayResult) (ReplayResult, error) {
-	dls, err := consumer.ListDeadLetters(ctx, o.Pool, consumer.DeadLetterFilter{
+func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res ReplayResult) (ReplayResult, error) {
+	dls, err := engine.ListDeadLetters(ctx, o.Pool, engine.DeadLetterFilter{
 		Consumer: opts.Consumer, UnresolvedOnly: true, EventType: opts.Type, EventID: opts.EventID,
 		FromSeq: opts.FromSeq, ToSeq: opts.ToSeq,
 	})
@@ -34,7 +34,7 @@ func (o *Ops) replayInOrder(ctx context.Context, opts consumer.ReplayOptions, re
 		}
 	}
 	if len(passed) == 0 {
-		sum, err := consumer.Replay(ctx, o.Pool, o.JS, opts)
+		sum, err := engine.Replay(ctx, o.Pool, o.JS, opts)
 		res.ReplaySummary = sum
 		if err != nil {
 			return res, fmt.Errorf("replay: %w", err)
@@ -51,7 +51,7 @@ func (o *Ops) replayInOrder(ctx context.Context, opts consumer.ReplayOptions, re
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		sum, err := consumer.Replay(ctx, o.Pool, o.JS, part)
+		sum, err := engine.Replay(ctx, o.Pool, o.JS, part)
 		addSummary(&res.ReplaySummary, sum)
 		if err != nil {
 			return res, fmt.Errorf("replay: %w", err)
@@ -69,7 +69,7 @@ func (o *Ops) replayInOrder(ctx context.Context, opts consumer.ReplayOptions, re
 // narrowed to its event id, unless the passed one has that id too: then
 // the two cannot be told apart by the selectors and it waits for an
 // explicit --out-of-order.
-func aroundPassed(opts consumer.ReplayOptions, passed, keep []DeadLetter) []consumer.ReplayOptions {
+func aroundPassed(opts engine.ReplayOptions, passed, keep []DeadLetter) []engine.ReplayOptions {
 	cut := map[uint64][]string{} // passed sequences -> their event ids
 	for _, d := range passed {
 		cut[d.StreamSeq] = append(cut[d.StreamSeq], d.EventID)
@@ -79,7 +79,7 @@ func aroundPassed(opts consumer.ReplayOptions, passed, keep []DeadLetter) []cons
 		seqs = append(seqs, s)
 	}
 	slices.Sort(seqs)
-	var out []consumer.ReplayOptions
+	var out []engine.ReplayOptions
 	part := func(from, to uint64, eventID string) {
 		p := opts
 		p.FromSeq, p.ToSeq, p.Planned = from, to, nil
@@ -114,7 +114,7 @@ func aroundPassed(opts consumer.ReplayOptions, passed, keep []DeadLetter) []cons
 // skippedInTime lists the passed dead letters the replay would have read:
 // with a time selector, those whose message's stream time is in range (a
 // message that has left HOOKS is listed too: it is not applied either).
-func (o *Ops) skippedInTime(ctx context.Context, opts consumer.ReplayOptions, passed []DeadLetter) ([]SkippedDeadLetter, error) {
+func (o *Ops) skippedInTime(ctx context.Context, opts engine.ReplayOptions, passed []DeadLetter) ([]SkippedDeadLetter, error) {
 	out := make([]SkippedDeadLetter, 0, len(passed))
 	var hooks jetstream.Stream
 	for _, d := range passed {
@@ -142,7 +142,7 @@ func (o *Ops) skippedInTime(ctx context.Context, opts consumer.ReplayOptions, pa
 }
 
 // addSummary adds the counts of b to a.
-func addSummary(a *consumer.ReplaySummary, b consumer.ReplaySummary) {
+func addSummary(a *engine.ReplaySummary, b engine.ReplaySummary) {
 	a.Selected += b.Selected
 	a.Processed += b.Processed
 	a.Duplicate += b.Duplicate

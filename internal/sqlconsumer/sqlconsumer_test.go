@@ -17,6 +17,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/sqlconsumer"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -112,7 +113,7 @@ func runs(t *testing.T, db *hookbridgetest.Database) []string {
 
 func applyOne(t *testing.T, db *hookbridgetest.Database, h consumer.Handler, ev consumer.Event) (consumer.Outcome, error) {
 	t.Helper()
-	return consumer.Apply(context.Background(), db.Pool, "tickets", h, ev)
+	return engine.Apply(context.Background(), db.Pool, "tickets", h, ev)
 }
 
 // Each apply rule: one statement, a list run in order, "*" for any other
@@ -168,7 +169,7 @@ func TestDuplicateAndConflictRunNothing(t *testing.T) {
 			evs := []consumer.Event{first, event(2, "e1", "issues.labeled", `{"n":1}`), event(3, "e1", "issues.labeled", `{"n":2}`)}
 			var outs []consumer.Outcome
 			if batch {
-				for _, r := range consumer.ApplyBatch(context.Background(), db.Pool, "tickets", h, evs) {
+				for _, r := range engine.ApplyBatch(context.Background(), db.Pool, "tickets", h, evs) {
 					outs = append(outs, r.Outcome)
 				}
 			} else {
@@ -290,7 +291,7 @@ func TestBatchEquivalentToPerEvent(t *testing.T) {
 	many := hookbridgetest.Postgres(t, crm())
 	tr := &batchCounter{}
 	pool := tracedPool(t, many.URL, tr)
-	batched := consumer.ApplyBatch(context.Background(), pool, "tickets", h, evs)
+	batched := engine.ApplyBatch(context.Background(), pool, "tickets", h, evs)
 
 	want, got := summary(one, perEvent), summary(many, batched)
 	if got != want {
@@ -367,7 +368,7 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 			db := hookbridgetest.Postgres(t, crm())
 			ns := hookbridgetest.NATS(t)
 			ns.EnsureHooks(t)
-			c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
+			c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
 				Handler: newHandler(t), BatchSize: bs, MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
@@ -389,12 +390,12 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 2
 			})
 			time.Sleep(200 * time.Millisecond) // room for a wrong redelivery
-			dls, err := consumer.ListDeadLetters(context.Background(), db.Pool, consumer.DeadLetterFilter{Consumer: "tickets"})
+			dls, err := engine.ListDeadLetters(context.Background(), db.Pool, engine.DeadLetterFilter{Consumer: "tickets"})
 			if err != nil || len(dls) != 1 {
 				t.Fatalf("dead letters %v, %v", dls, err)
 			}
 			d := dls[0]
-			if d.Deliveries != 1 || d.Reason != consumer.ReasonPermanent || d.EventID != "bad-1" || d.StreamSeq != seq {
+			if d.Deliveries != 1 || d.Reason != engine.ReasonPermanent || d.EventID != "bad-1" || d.StreamSeq != seq {
 				t.Fatalf("dead letter %+v", d)
 			}
 			if !strings.Contains(d.LastError, `null value in column "title"`) || !strings.Contains(d.LastError, "SQLSTATE 23502") {
@@ -482,7 +483,7 @@ func TestDataErrorLogsNoBodyValue(t *testing.T) {
 			ns := hookbridgetest.NATS(t)
 			ns.EnsureHooks(t)
 			var logs syncBuffer
-			c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
+			c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "tickets", EventTypes: []string{"issues.opened", "issues.closed"},
 				Handler: newHandler(t), BatchSize: bs, MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
 				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			if err != nil {
@@ -503,7 +504,7 @@ func TestDataErrorLogsNoBodyValue(t *testing.T) {
 			hookbridgetest.Eventually(t, 10*time.Second, "dead letter and one ticket", func() bool {
 				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 1
 			})
-			dls, err := consumer.ListDeadLetters(context.Background(), db.Pool, consumer.DeadLetterFilter{Consumer: "tickets"})
+			dls, err := engine.ListDeadLetters(context.Background(), db.Pool, engine.DeadLetterFilter{Consumer: "tickets"})
 			if err != nil || len(dls) != 1 {
 				t.Fatalf("dead letters %v, %v", dls, err)
 			}
