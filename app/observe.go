@@ -7,8 +7,8 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // hookbridge is observed through one model: the tracer interfaces of
@@ -26,7 +26,7 @@ import (
 type fullTracer interface {
 	bridge.Tracer
 	engine.Tracer
-	publisher.Tracer
+	relay.Tracer
 }
 
 var (
@@ -100,27 +100,27 @@ func (ts tracers) TraceDeadLetterEnd(ctx context.Context, d engine.TraceDeadLett
 	}
 }
 
-func (ts tracers) TraceRelayStart(ctx context.Context, d publisher.TraceRelayStartData) context.Context {
+func (ts tracers) TraceRelayStart(ctx context.Context, d relay.TraceRelayStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceRelayStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceRelayEnd(ctx context.Context, d publisher.TraceRelayEndData) {
+func (ts tracers) TraceRelayEnd(ctx context.Context, d relay.TraceRelayEndData) {
 	for _, t := range ts {
 		t.TraceRelayEnd(ctx, d)
 	}
 }
 
-func (ts tracers) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+func (ts tracers) TraceRelayPublishStart(ctx context.Context, d relay.TraceRelayPublishStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceRelayPublishStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
+func (ts tracers) TraceRelayPublishEnd(ctx context.Context, d relay.TraceRelayPublishEndData) {
 	for _, t := range ts {
 		t.TraceRelayPublishEnd(ctx, d)
 	}
@@ -189,19 +189,19 @@ func (t metricsTracer) TraceDeadLetterEnd(_ context.Context, d engine.TraceDeadL
 	}
 }
 
-func (t metricsTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+func (t metricsTracer) TraceRelayStart(ctx context.Context, _ relay.TraceRelayStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceRelayEnd(_ context.Context, d publisher.TraceRelayEndData) {
+func (t metricsTracer) TraceRelayEnd(_ context.Context, d relay.TraceRelayEndData) {
 	t.m.RelayBatch(d.Sent, d.Failed, d.Duration)
 }
 
-func (t metricsTracer) TraceRelayPublishStart(ctx context.Context, _ publisher.TraceRelayPublishStartData) context.Context {
+func (t metricsTracer) TraceRelayPublishStart(ctx context.Context, _ relay.TraceRelayPublishStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceRelayPublishEnd(context.Context, publisher.TraceRelayPublishEndData) {}
+func (t metricsTracer) TraceRelayPublishEnd(context.Context, relay.TraceRelayPublishEndData) {}
 
 // outcomeNames are the outcome label values of a consumer's metrics.
 func outcomeNames() []string {

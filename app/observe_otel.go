@@ -15,6 +15,7 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -166,11 +167,11 @@ func (t *otelTracer) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDea
 
 func (t *otelTracer) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}
 
-func (t *otelTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+func (t *otelTracer) TraceRelayStart(ctx context.Context, _ relay.TraceRelayStartData) context.Context {
 	return ctx
 }
 
-func (t *otelTracer) TraceRelayEnd(context.Context, publisher.TraceRelayEndData) {}
+func (t *otelTracer) TraceRelayEnd(context.Context, relay.TraceRelayEndData) {}
 
 // relaySpanKey holds a row's relay publish span in its context.
 type relaySpanKey struct{}
@@ -178,7 +179,7 @@ type relaySpanKey struct{}
 // TraceRelayPublishStart starts a row's relay publish span, a child of the
 // apply span whose context the row carries. Rows enqueued outside a
 // traced apply start no trace of their own.
-func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d relay.TraceRelayPublishStartData) context.Context {
 	pctx := tracing.Extract(ctx, d.Header)
 	if !trace.SpanContextFromContext(pctx).IsValid() {
 		return ctx
@@ -193,7 +194,7 @@ func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d publisher.Tra
 	return context.WithValue(ctx, relaySpanKey{}, span)
 }
 
-func (t *otelTracer) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
+func (t *otelTracer) TraceRelayPublishEnd(ctx context.Context, d relay.TraceRelayPublishEndData) {
 	span, ok := ctx.Value(relaySpanKey{}).(trace.Span)
 	if !ok {
 		return

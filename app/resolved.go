@@ -7,8 +7,8 @@ import (
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // Resolved is cfg with every setting it leaves to a default given the
@@ -62,16 +62,16 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 // below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {
 	if r.BatchSize <= 0 {
-		r.BatchSize = publisher.DefaultBatchSize
+		r.BatchSize = relay.DefaultBatchSize
 	}
 	if r.PollInterval <= 0 {
-		r.PollInterval = publisher.DefaultPollInterval
+		r.PollInterval = relay.DefaultPollInterval
 	}
 	if r.MaxAttempts <= 0 {
-		r.MaxAttempts = publisher.DefaultMaxAttempts
+		r.MaxAttempts = relay.DefaultMaxAttempts
 	}
 	if r.Retention == nil {
-		d := publisher.DefaultRetention
+		d := relay.DefaultRetention
 		r.Retention = &d
 	}
 	return r

@@ -25,8 +25,8 @@ import (
 	"github.com/hookbridge/hookbridge/internal/admin/console"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -455,7 +455,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		if deleteSent && s.cfg.Selftest.Enabled {
 			s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
 		}
-		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
+		relay := relay.NewRelay(s.pool, s.js, relay.RelayOptions{
 			BatchSize:    s.cfg.Relay.BatchSize,
 			PollInterval: s.cfg.Relay.PollInterval,
 			MaxAttempts:  s.cfg.Relay.MaxAttempts,

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // The operator's overview of a deployment (`hookbridge status`): what
@@ -176,7 +176,7 @@ func (st *Status) ApplyConfig(cfg Config) {
 
 // ReadPostgres fills the outbox, dead-letter and conflict counts.
 func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
-	ob, err := publisher.OutboxStats(ctx, pool)
+	ob, err := relay.OutboxStats(ctx, pool)
 	if err != nil {
 		return err
 	}

@@ -287,7 +287,7 @@ func validate(m Message) error {
 		return fmt.Errorf("enqueue %s: subject %q must be %s.<token>[.<token>…]", m.ID, m.Subject, stream.EventsRoot)
 	}
 	for k, v := range m.Header {
-		if err := checkHeader(k, v); err != nil {
+		if err := stream.CheckHeader(k, v); err != nil {
 			return fmt.Errorf("enqueue %s: %w", m.ID, err)
 		}
 	}

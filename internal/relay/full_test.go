@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -35,7 +36,7 @@ func TestFullEventsStreamDoesNotKillRows(t *testing.T) {
 	opts.MaxAttempts = 2
 	opts.BackoffBase, opts.BackoffMax = time.Millisecond, 2*time.Millisecond
 	opts.Stream = stream.Options{MaxBytes: 2048} // room for a few rows only
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 
 	for range 20 { // ten times MaxAttempts
 		if _, err := r.RunOnce(ctx); err != nil {
@@ -47,7 +48,7 @@ func TestFullEventsStreamDoesNotKillRows(t *testing.T) {
 	if stored == 0 || stored >= rows {
 		t.Fatalf("EVENTS holds %d of %d rows; the test needs it full part-way", stored, rows)
 	}
-	st, err := publisher.OutboxStats(ctx, db.Pool)
+	st, err := relay.OutboxStats(ctx, db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestFullEventsStreamDoesNotKillRows(t *testing.T) {
 		if _, err := r.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
-		st, err := publisher.OutboxStats(ctx, db.Pool)
+		st, err := relay.OutboxStats(ctx, db.Pool)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/publisher"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -83,7 +84,7 @@ func TestUpgradeKeepsRowsWrittenBefore(t *testing.T) {
 	enqueue(t, db.Pool, msg("new-row", "K"))
 	enqueueApplied(t, db.Pool, applied("new-pack", "K"))
 
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	runRelay(t, r)
 	hookbridgetest.Eventually(t, 10*time.Second, "all published", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 6

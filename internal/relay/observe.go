@@ -1,8 +1,7 @@
-package publisher
+package relay
 
 import (
 	"context"
-	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -70,43 +69,5 @@ func (r *Relay) publishTraced(ctx context.Context, chains [][]*outRow) outcome {
 	start := time.Now()
 	out := r.publish(ctx, chains)
 	t.TraceRelayEnd(ctx, TraceRelayEndData{Sent: len(out.sent), Failed: len(out.fails), Duration: time.Since(start)})
-	return out
-}
-
-type contextHeadersKey struct{}
-
-// WithHeaders returns a context whose headers [Enqueue] adds to every
-// message enqueued with it, unless the message sets the same name itself.
-// hookbridge uses it to store the apply's trace context (traceparent) in
-// the outbox rows a handler writes, so the relay publishes it with the
-// event and one trace follows a webhook to the events it caused. Names
-// [Message.Header] would refuse are dropped.
-func WithHeaders(ctx context.Context, h map[string]string) context.Context {
-	valid := maps.Clone(contextHeaders(ctx))
-	if valid == nil {
-		valid = make(map[string]string, len(h))
-	}
-	for k, v := range h {
-		if checkHeader(k, v) == nil {
-			valid[k] = v
-		}
-	}
-	return context.WithValue(ctx, contextHeadersKey{}, valid)
-}
-
-func contextHeaders(ctx context.Context) map[string]string {
-	h, _ := ctx.Value(contextHeadersKey{}).(map[string]string)
-	return h
-}
-
-// addContextHeaders returns own plus ctx's headers, own winning; own is
-// never modified.
-func addContextHeaders(ctx context.Context, own map[string]string) map[string]string {
-	extra := contextHeaders(ctx)
-	if len(extra) == 0 {
-		return own
-	}
-	out := maps.Clone(extra)
-	maps.Copy(out, own)
 	return out
 }

@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // BenchmarkRelay measures relay throughput from the start of one relay
@@ -44,11 +44,11 @@ func BenchmarkRelay(b *testing.B) {
 			db := hookbridgetest.Postgres(b)
 			ns := hookbridgetest.NATS(b)
 			ctx := context.Background()
-			opts := publisher.RelayOptions{BatchSize: batch, PollInterval: time.Minute}
-			r := publisher.NewRelay(db.Pool, ns.JS, opts)
+			opts := relay.RelayOptions{BatchSize: batch, PollInterval: time.Minute}
+			r := relay.NewRelay(db.Pool, ns.JS, opts)
 			var acked atomic.Int64
 			allAcked := make(chan struct{})
-			publisher.SetAcked(r, func(string, *jetstream.PubAck) {
+			relay.SetAcked(r, func(string, *jetstream.PubAck) {
 				if acked.Add(1) == int64(b.N) {
 					close(allAcked)
 				}

@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -89,7 +90,7 @@ func TestAppliedMessagesArePackedAndPublished(t *testing.T) {
 		t.Fatalf("messages with an id of their own and a key_seq when keyed: %d, want 3", n)
 	}
 
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 {
 		t.Fatalf("RunOnce = %d, %v; want 3, nil", n, err)
 	}
@@ -119,7 +120,7 @@ func TestAppliedMessagesArePackedAndPublished(t *testing.T) {
 	if got := ns.StreamMsgs(t, stream.Events); got != 3 {
 		t.Fatalf("stream holds %d msgs after the second round", got)
 	}
-	st, err := publisher.OutboxStats(ctx, db.Pool)
+	st, err := relay.OutboxStats(ctx, db.Pool)
 	if err != nil || st.Pending != 0 || st.Sent != 3 || st.Dead != 0 {
 		t.Fatalf("stats = %+v, %v", st, err)
 	}
@@ -180,8 +181,8 @@ func TestPackFailureBeforePublishLeavesItPending(t *testing.T) {
 	enqueueApplied(t, db.Pool, a, b, c)
 	opts := fastOpts()
 	opts.BackoffBase, opts.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
-	publisher.SetBeforePublish(r, func(id string) error {
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
+	relay.SetBeforePublish(r, func(id string) error {
 		if id == a.ID {
 			return errors.New("injected: broker refused")
 		}
@@ -207,7 +208,7 @@ func TestPackFailureBeforePublishLeavesItPending(t *testing.T) {
 		t.Fatalf("stream = %+v, want only %s", got, b.ID)
 	}
 
-	publisher.SetBeforePublish(r, nil)
+	relay.SetBeforePublish(r, nil)
 	runRelay(t, r)
 	hookbridgetest.Eventually(t, 10*time.Second, "all sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
@@ -231,11 +232,11 @@ func TestPackCrashAfterPublishResendsTheSameIDs(t *testing.T) {
 	ctx := context.Background()
 
 	enqueueApplied(t, db.Pool, applied("e1", "K"), applied("e2", "K"), applied("e3", ""))
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	crash := errors.New("injected crash")
-	publisher.SetAfterPublish(r, func([]string) error { return crash })
+	relay.SetAfterPublish(r, func([]string) error { return crash })
 	var acks []*jetstream.PubAck
-	publisher.SetAcked(r, func(_ string, a *jetstream.PubAck) { acks = append(acks, a) })
+	relay.SetAcked(r, func(_ string, a *jetstream.PubAck) { acks = append(acks, a) })
 	if _, err := r.RunOnce(ctx); !errors.Is(err, crash) {
 		t.Fatalf("RunOnce err = %v, want the crash", err)
 	}
@@ -245,7 +246,7 @@ func TestPackCrashAfterPublishResendsTheSameIDs(t *testing.T) {
 	if _, packs := tables(t, db); packs != 1 {
 		t.Fatalf("packs after the crash: %d, want the pack untouched", packs)
 	}
-	publisher.SetAfterPublish(r, nil)
+	relay.SetAfterPublish(r, nil)
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 {
 		t.Fatalf("retry RunOnce = %d, %v", n, err)
 	}
@@ -321,7 +322,7 @@ func TestDeleteSentKeepsNothing(t *testing.T) {
 	enqueue(t, db.Pool, msg("r1", "K"))
 	opts := fastOpts()
 	opts.DeleteSent = true
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 {
 		t.Fatalf("RunOnce = %d, %v; want 3", n, err)
 	}
@@ -347,7 +348,7 @@ func TestRetentionDeletesOldSentPacks(t *testing.T) {
 	enqueueApplied(t, db.Pool, applied("new-1", ""))
 	opts := fastOpts()
 	opts.Retention = time.Hour
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	if n, err := r.RunOnce(ctx); err != nil || n != 3 {
 		t.Fatalf("RunOnce = %d, %v", n, err)
 	}
@@ -385,7 +386,7 @@ func TestPackWaitsWholeBehindAPackHeldElsewhere(t *testing.T) {
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM hookbridge.outbox_packs WHERE $1 = ANY (event_ids) FOR UPDATE`, first.ID); err != nil {
 		t.Fatal(err)
 	}
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	if n, err := r.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce behind the held pack = %d, %v; want 0", n, err)
 	}

@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -111,7 +112,7 @@ func outboxSize(b *testing.B, packed bool) {
 	vac := newVacuumer(b, db)
 	write(0, rows)
 	measure("pending")
-	r := publisher.NewRelay(db.Pool, ns.JS, publisher.RelayOptions{PollInterval: 100 * time.Millisecond})
+	r := relay.NewRelay(db.Pool, ns.JS, relay.RelayOptions{PollInterval: 100 * time.Millisecond})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()

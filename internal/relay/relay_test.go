@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -32,7 +33,7 @@ func TestRunOncePublishesWithMsgIDAndHeaders(t *testing.T) {
 	m := msg("ev-1", "")
 	m.Header = map[string]string{"Content-Type": "text/plain", "X-Trace": "abc"}
 	enqueue(t, db.Pool, m)
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	n, err := r.RunOnce(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
@@ -76,7 +77,7 @@ func TestRowsWithoutHeadersPublish(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.outbox (event_id, subject, payload, headers) VALUES ('empty-object', 'events.test.created', 'x', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	if n, err := r.RunOnce(ctx); err != nil || n != 2 {
 		t.Fatalf("RunOnce = %d, %v; want 2, nil", n, err)
 	}
@@ -111,7 +112,7 @@ func TestRetentionWalksPastKeptRows(t *testing.T) {
 	want := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent' AND sent_at < now() - interval '3 days'`)
 	opts := fastOpts()
 	opts.Retention = 72 * time.Hour
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	if n, err := r.PurgeSent(ctx); err != nil || n != int64(want) {
 		t.Fatalf("PurgeSent = %d, %v; want %d", n, err, want)
 	}
@@ -137,8 +138,8 @@ func TestFailureBeforePublish(t *testing.T) {
 	enqueue(t, db.Pool, msg("ev-1", ""))
 	opts := fastOpts()
 	opts.BackoffBase, opts.BackoffMax = time.Minute, time.Minute
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
-	publisher.SetBeforePublish(r, func(string) error { return errors.New("injected: broker refused") })
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
+	relay.SetBeforePublish(r, func(string) error { return errors.New("injected: broker refused") })
 
 	n, err := r.RunOnce(ctx)
 	if err != nil || n != 0 {
@@ -156,7 +157,7 @@ func TestFailureBeforePublish(t *testing.T) {
 		t.Fatalf("stream holds %d msgs, want 0", got)
 	}
 	// Not due: another round does not touch it.
-	publisher.SetBeforePublish(r, nil)
+	relay.SetBeforePublish(r, nil)
 	if n, err := r.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("RunOnce before due = %d, %v", n, err)
 	}
@@ -175,16 +176,16 @@ func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
 	ctx := context.Background()
 
 	enqueue(t, db.Pool, msg("ev-1", ""))
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	crash := errors.New("injected crash")
-	publisher.SetAfterPublish(r, func(ids []string) error {
+	relay.SetAfterPublish(r, func(ids []string) error {
 		if !slices.Equal(ids, []string{"ev-1"}) {
 			t.Errorf("acked before crash: %v", ids)
 		}
 		return crash
 	})
 	var acks []*jetstream.PubAck
-	publisher.SetAcked(r, func(_ string, a *jetstream.PubAck) { acks = append(acks, a) })
+	relay.SetAcked(r, func(_ string, a *jetstream.PubAck) { acks = append(acks, a) })
 
 	if _, err := r.RunOnce(ctx); !errors.Is(err, crash) {
 		t.Fatalf("RunOnce err = %v, want the crash", err)
@@ -196,7 +197,7 @@ func TestCrashAfterPublishBeforeMarkingSent(t *testing.T) {
 		t.Fatalf("stream holds %d msgs after crash, want 1", got)
 	}
 
-	publisher.SetAfterPublish(r, nil)
+	relay.SetAfterPublish(r, nil)
 	n, err := r.RunOnce(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("retry RunOnce = %d, %v", n, err)
@@ -256,8 +257,8 @@ func raceRelays(t *testing.T, relays, rows int, write string) {
 		// Generous, so a slow machine cannot turn a late PubAck into a
 		// legitimate retry that the once-only check below would count.
 		opts.PublishTimeout = 30 * time.Second
-		r := publisher.NewRelay(db.Pool, connect(t, ns.URL()), opts)
-		publisher.SetAcked(r, func(id string, _ *jetstream.PubAck) {
+		r := relay.NewRelay(db.Pool, connect(t, ns.URL()), opts)
+		relay.SetAcked(r, func(id string, _ *jetstream.PubAck) {
 			mu.Lock()
 			acked[id]++
 			perRelay[i]++
@@ -379,14 +380,14 @@ func TestBrokerOutage(t *testing.T) {
 	opts := fastOpts()
 	opts.BatchSize = 16
 	opts.PublishTimeout = time.Second
-	r := publisher.NewRelay(db.Pool, js, opts)
+	r := relay.NewRelay(db.Pool, js, opts)
 	const total = 300
 	all := ids("outage", total)
 	// The broker dies in the middle of a batch, just before the 101st row
 	// is published: that row and the rest of its wave are in flight.
 	down := make(chan struct{})
 	var once sync.Once
-	publisher.SetBeforePublish(r, func(id string) error {
+	relay.SetBeforePublish(r, func(id string) error {
 		if id == all[100] {
 			once.Do(func() {
 				srv.stop()
@@ -485,7 +486,7 @@ func TestAlwaysFailingRowGoesDead(t *testing.T) {
 	opts.MaxAttempts = 3
 	opts.BackoffBase, opts.BackoffMax = time.Millisecond, 5*time.Millisecond
 	opts.Retention = time.Nanosecond
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 
 	for i := 0; ; i++ {
 		if _, err := r.RunOnce(ctx); err != nil {
@@ -519,7 +520,7 @@ func TestAlwaysFailingRowGoesDead(t *testing.T) {
 	if _, err := r.PurgeSent(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := publisher.OutboxStats(ctx, db.Pool)
+	st, err := relay.OutboxStats(ctx, db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,7 +540,7 @@ func TestMalformedRowDeadAtOnce(t *testing.T) {
 		VALUES ('bad-1', 'events.x', 'x', '{"n": 1}'), ('bad-2', 'events.x', 'x', '{"Nats-Msg-Id": "y"}')`); err != nil {
 		t.Fatal(err)
 	}
-	r := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	if _, err := r.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -562,9 +563,9 @@ func TestNotifyLatency(t *testing.T) {
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := make(chan struct{}, 10)
-	publisher.SetListening(r, func() { listening <- struct{}{} })
+	relay.SetListening(r, func() { listening <- struct{}{} })
 	runRelay(t, r)
 	select {
 	case <-listening:
@@ -615,7 +616,7 @@ func TestRetention(t *testing.T) {
 	}
 	opts := fastOpts()
 	opts.Retention = 72 * time.Hour
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	n, err := r.PurgeSent(ctx)
 	if err != nil || n != 2500 {
 		t.Fatalf("PurgeSent = %d, %v; want 2500", n, err)
@@ -626,7 +627,7 @@ func TestRetention(t *testing.T) {
 	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id LIKE 'new-%'`); got != 10 {
 		t.Fatalf("recent sent rows left = %d, want 10", got)
 	}
-	st, err := publisher.OutboxStats(ctx, db.Pool)
+	st, err := relay.OutboxStats(ctx, db.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +641,7 @@ func TestRetention(t *testing.T) {
 	}
 	off := opts
 	off.Retention = -1
-	if n, err := publisher.NewRelay(db.Pool, ns.JS, off).PurgeSent(ctx); err != nil || n != 0 {
+	if n, err := relay.NewRelay(db.Pool, ns.JS, off).PurgeSent(ctx); err != nil || n != 0 {
 		t.Fatalf("disabled PurgeSent = %d, %v", n, err)
 	}
 	runRelay(t, r)
@@ -666,9 +667,9 @@ func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 
 	opts := fastOpts()
 	opts.BackoffBase, opts.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	var failed atomic.Bool
-	publisher.SetBeforePublish(r, func(id string) error {
+	relay.SetBeforePublish(r, func(id string) error {
 		if id == "a-1" && failed.CompareAndSwap(false, true) {
 			return errors.New("injected")
 		}
@@ -725,8 +726,8 @@ func TestDeadHeadUnblocksKey(t *testing.T) {
 	enqueue(t, db.Pool, msg("a-2", "A"))
 	opts := fastOpts()
 	opts.MaxAttempts = 1
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
-	publisher.SetBeforePublish(r, func(id string) error {
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
+	relay.SetBeforePublish(r, func(id string) error {
 		if id == "a-1" {
 			return errors.New("injected")
 		}
@@ -764,8 +765,8 @@ func TestNotConnectedClaimsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	r := publisher.NewRelay(db.Pool, js, fastOpts())
-	if _, err := r.RunOnce(ctx); !errors.Is(err, publisher.ErrNotConnected) {
+	r := relay.NewRelay(db.Pool, js, fastOpts())
+	if _, err := r.RunOnce(ctx); !errors.Is(err, relay.ErrNotConnected) {
 		t.Fatalf("RunOnce err = %v, want ErrNotConnected", err)
 	}
 	if s := row(t, db, "ev-1"); s.attempts != 0 || s.status != "pending" {
@@ -800,7 +801,7 @@ func TestKeyHeadBehindLimitIsClaimed(t *testing.T) {
 	}
 	opts := fastOpts()
 	opts.BatchSize = 1
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	for _, want := range []string{"first", "second"} {
 		n, err := r.RunOnce(ctx)
 		if err != nil || n != 1 {
@@ -826,9 +827,9 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 	ctx := context.Background()
 	enqueue(t, db.Pool, msg("ev-1", ""), msg("ev-2", "K"))
 
-	stuck := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	stuck := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	published, release := make(chan struct{}), make(chan struct{})
-	publisher.SetAfterPublish(stuck, func([]string) error {
+	relay.SetAfterPublish(stuck, func([]string) error {
 		close(published)
 		<-release
 		return nil
@@ -843,7 +844,7 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 		t.Fatalf("stream holds %d msgs, want 2", got)
 	}
 
-	other := publisher.NewRelay(db.Pool, ns.JS, fastOpts())
+	other := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	if n, err := other.RunOnce(ctx); err != nil || n != 0 {
 		t.Fatalf("second relay published %d, %v while the rows were claimed", n, err)
 	}
@@ -920,7 +921,7 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute // only notifications wake it
-	r := publisher.NewRelay(pool, ns.JS, opts)
+	r := relay.NewRelay(pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
 	<-listening
@@ -957,11 +958,11 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute // only notifications, or going again, wake it
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	atGate, gate, other := make(chan struct{}), make(chan struct{}), make(chan pgx.Tx, 1)
 	var gateOnce, otherOnce sync.Once
-	publisher.SetBeforePublish(r, func(id string) error {
+	relay.SetBeforePublish(r, func(id string) error {
 		switch id {
 		case "gate":
 			// The round that publishes it waits while the key's rows
@@ -1035,7 +1036,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 
 	opts := fastOpts()
 	opts.PollInterval = time.Minute
-	r := publisher.NewRelay(db.Pool, ns.JS, opts)
+	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
 	<-listening

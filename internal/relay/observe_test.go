@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -26,27 +27,27 @@ type recordedRow struct {
 type recordingTracer struct {
 	mu      sync.Mutex
 	rows    []recordedRow
-	batches []publisher.TraceRelayEndData
+	batches []relay.TraceRelayEndData
 }
 
 type rowKey struct{}
 
-func (o *recordingTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+func (o *recordingTracer) TraceRelayStart(ctx context.Context, _ relay.TraceRelayStartData) context.Context {
 	return ctx
 }
 
-func (o *recordingTracer) TraceRelayEnd(_ context.Context, d publisher.TraceRelayEndData) {
+func (o *recordingTracer) TraceRelayEnd(_ context.Context, d relay.TraceRelayEndData) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.batches = append(o.batches, d)
 }
 
-func (o *recordingTracer) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+func (o *recordingTracer) TraceRelayPublishStart(ctx context.Context, d relay.TraceRelayPublishStartData) context.Context {
 	return context.WithValue(ctx, rowKey{}, d)
 }
 
-func (o *recordingTracer) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
-	st, _ := ctx.Value(rowKey{}).(publisher.TraceRelayPublishStartData)
+func (o *recordingTracer) TraceRelayPublishEnd(ctx context.Context, d relay.TraceRelayPublishEndData) {
+	st, _ := ctx.Value(rowKey{}).(relay.TraceRelayPublishStartData)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if st.EventID != d.EventID {
@@ -81,7 +82,7 @@ func TestContextHeadersReachTheStreamAndTheTracer(t *testing.T) {
 	obs := &recordingTracer{}
 	opts := fastOpts()
 	opts.Tracer = obs
-	r := publisher.NewRelay(db.Pool, js.JS, opts)
+	r := relay.NewRelay(db.Pool, js.JS, opts)
 	if n, err := r.RunOnce(context.Background()); err != nil || n != 1 {
 		t.Fatalf("RunOnce = %d, %v; want 1, nil", n, err)
 	}

@@ -1,4 +1,4 @@
-package publisher_test
+package relay_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
-	"github.com/hookbridge/hookbridge/publisher"
+	"github.com/hookbridge/hookbridge/internal/relay"
 )
 
 // lines returns the logged lines containing every one of parts.
@@ -100,7 +100,7 @@ func (g *pgGate) close() {
 // closed pgGate, logging at INFO into the returned buffer, with fastOpts
 // (retries every 10-200ms: dozens of failures in a second) and no
 // retention sweeps.
-func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *pgGate, *hookbridgetest.LogBuffer) {
+func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*relay.Relay, *pgGate, *hookbridgetest.LogBuffer) {
 	t.Helper()
 	ns := hookbridgetest.NATS(t)
 	gate := newPGGate(t)
@@ -113,7 +113,7 @@ func gatedRelay(t *testing.T, db *hookbridgetest.Database) (*publisher.Relay, *p
 	opts := fastOpts()
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	opts.Retention = -1
-	return publisher.NewRelay(pool, ns.JS, opts), gate, logs
+	return relay.NewRelay(pool, ns.JS, opts), gate, logs
 }
 
 // While Postgres is unreachable the relay logs one WARN per failing part
@@ -152,7 +152,7 @@ func TestOutageRepeatsRateLimited(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t)
 	r, _, logs := gatedRelay(t, db)
-	publisher.SetOutageRepeat(r, 500*time.Millisecond)
+	relay.SetOutageRepeat(r, 500*time.Millisecond)
 	runRelay(t, r)
 	time.Sleep(2200 * time.Millisecond)
 	// Rounds fail every 10-200ms: one first line, then one per 500ms.
