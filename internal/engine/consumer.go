@@ -87,6 +87,10 @@ var defaultBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Seco
 // redelivers, unless Options.AckWait says otherwise.
 const DefaultAckWait = 30 * time.Second
 
+// DefaultHandlerTimeout bounds one apply's transaction when
+// Options.HandlerTimeout (or a replay's ApplyTimeout) is unset.
+const DefaultHandlerTimeout = 30 * time.Second
+
 // DefaultConcurrency is how many batches a consumer applies at once when
 // the options name no number.
 const DefaultConcurrency = 4
@@ -132,7 +136,7 @@ func (o *Options) setDefaults() error {
 		o.MaxDeliver = DefaultMaxDeliver
 	}
 	if o.Prefetch <= 0 {
-		o.Prefetch = 2 * o.Concurrency * o.BatchSize
+		o.Prefetch = defaultPrefetch(o.Concurrency, o.BatchSize)
 	}
 	if o.MaxAckPending <= 0 {
 		// Room for three instances' holdings: a member that dies (or
@@ -141,7 +145,7 @@ func (o *Options) setDefaults() error {
 		o.MaxAckPending = max(1000, 3*o.Held())
 	}
 	if o.HandlerTimeout <= 0 {
-		o.HandlerTimeout = 30 * time.Second
+		o.HandlerTimeout = DefaultHandlerTimeout
 	}
 	if len(o.Backoff) == 0 {
 		o.Backoff = defaultBackoff
@@ -153,6 +157,12 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("consumer %s: partitions %d out of 0-%d", o.Name, o.Partitions, stream.MaxPartitions)
 	}
 	return nil
+}
+
+// defaultPrefetch is what one pull asks for when Prefetch is unset: two
+// batches per worker, so that the next batches wait while these apply.
+func defaultPrefetch(concurrency, batchSize int) int {
+	return 2 * concurrency * batchSize
 }
 
 // Held is the most unacked messages one instance of the consumer holds at

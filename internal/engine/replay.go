@@ -44,7 +44,8 @@ type ReplayOptions struct {
 	// with (default [ResolutionReplayed]).
 	Resolution string
 
-	// ApplyTimeout bounds one event's transaction (default 30s).
+	// ApplyTimeout bounds one event's transaction (default
+	// [DefaultHandlerTimeout], as for a running consumer).
 	ApplyTimeout time.Duration
 	// Report, when set, is called for every selected message.
 	Report func(ReplayItem)
@@ -157,7 +158,7 @@ func newReplayer(pool *pgxpool.Pool, o ReplayOptions) (*replayer, error) {
 		r.log = slog.Default()
 	}
 	if r.o.ApplyTimeout <= 0 {
-		r.o.ApplyTimeout = 30 * time.Second
+		r.o.ApplyTimeout = DefaultHandlerTimeout
 	}
 	if r.o.Resolution == "" {
 		r.o.Resolution = ResolutionReplayed

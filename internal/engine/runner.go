@@ -135,7 +135,7 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 	// round trip, and never fewer than minPullWindow.
 	prefetch := r.prefetch
 	if prefetch <= 0 {
-		prefetch = 2 * r.concurrency * r.batchSize
+		prefetch = defaultPrefetch(r.concurrency, r.batchSize)
 	}
 	prefetch = max(prefetch, minPullWindow)
 	q := newMsgQueue(prefetch, prefetchBytes)
