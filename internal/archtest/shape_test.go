@@ -108,6 +108,13 @@ var rules = []rule{
 		banned: inModule("bridge"),
 	},
 	{
+		// The handler API is what a team's code compiles against; the
+		// engine and the relay build on it, never the reverse.
+		name:   "consumer and publisher import neither the engine nor the relay",
+		from:   func(p string) bool { return p == module+"/consumer" || p == module+"/publisher" },
+		banned: inModule("internal/engine", "internal/relay"),
+	},
+	{
 		// The test kit is public for teams' tests and used by hookbridge's
 		// own; a product package importing it would link test support (and
 		// package testing) into the binary.
@@ -191,7 +198,7 @@ func TestImportRules(t *testing.T) {
 	t.Parallel()
 	pkgs := listModule(t)
 	// The rules must look at something: the packages they name exist.
-	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest", "internal/ops", "internal/admin"} {
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest", "internal/ops", "internal/admin", "internal/engine", "internal/relay"} {
 		if _, ok := pkgs[module+"/"+p]; !ok {
 			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
 		}
@@ -216,6 +223,7 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	add(m("app"), false, m("examples/orders"))
 	add(m("internal/store"), false, "github.com/jackc/pgx/v5", m("internal/stream"))
 	add(m("consumer"), false, m("bridge"))
+	add(m("publisher"), false, m("internal/relay"))
 	add(m("cmd/hookbridge"), false, m("cmd/hookbridge-bench/loadgen"))
 	add(m("cli"), false, m("hookbridgetest"))
 	add(m("hookbridgetest"), false, m("app"))
