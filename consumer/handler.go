@@ -1,8 +1,21 @@
-// Package consumer applies webhooks from JetStream to Postgres with an
-// exactly-once effect. Each message is applied in one transaction that
-// first claims the event in the inbox (hookbridge.inbox, unique per
-// consumer, source and event id), then runs the team's [Handler] with that
-// same transaction; the message is acknowledged only after the commit.
+// Package consumer is the API a team writes its webhook handlers
+// against. hookbridge delivers each webhook from JetStream as an [Event]
+// and applies it with exactly-once effect: in one Postgres transaction it
+// first claims the event in its inbox, then calls the team's [Handler]
+// with that same transaction, and acknowledges the message only after the
+// commit. A redelivered event that was applied before is a Duplicate and
+// does not reach the handler.
+//
+// A handler does all its writes through the transaction it is given
+// (outgoing events too, with the publisher package's Enqueue) and returns
+// an error to roll them back and have the event retried; [Permanent]
+// marks an error a retry cannot fix. [Mux] routes events to handlers by
+// type, [HandlerFunc] adapts a function, and a [BatchHandler] applies many
+// new events in one call, naming a failing one with [FailedAt]. [Outcome]
+// names what applying an event did, in logs, metrics and the command line.
+//
+// Which streams, sources and consumers run, and how, is configuration
+// (package app); a handler's test uses the hookbridgetest kit.
 package consumer
 
 import (
@@ -73,7 +86,8 @@ func (f HandlerFunc) Handle(ctx context.Context, tx pgx.Tx, ev Event) error { re
 //
 // Event.Type is the provider's spelling ("orders/create", "deploy:staging"),
 // and the consumer receives every spelling that maps to the subject of a
-// type it subscribes to (see [stream.TypeSubject]). So an event whose
+// type it subscribes to (a type's subject form reads '/' as the token
+// separator '.' and escapes other punctuation). So an event whose
 // type has no handler of its own goes to the handler registered for a
 // type with the same subject form: a handler registered for
 // "orders.create" also gets Shopify's "orders/create".
