@@ -142,7 +142,7 @@ func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*engine.ReplayIte
 	opts.Resolution = engine.ResolutionRequeued
 	var item *engine.ReplayItem
 	opts.Report = func(it engine.ReplayItem) { item = &it }
-	if _, err := engine.Replay(ctx, o.Pool, o.JS, opts); err != nil {
+	if _, err := o.runReplay(ctx, opts); err != nil {
 		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
 	}
 	return item, nil

@@ -109,12 +109,19 @@ func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, 
 	if sel.DeadLetters && !sel.DryRun && !sel.OutOfOrder {
 		return o.replayInOrder(ctx, opts, res)
 	}
-	sum, err := engine.Replay(ctx, o.Pool, o.JS, opts)
+	sum, err := o.runReplay(ctx, opts)
 	res.ReplaySummary = sum
 	if err != nil {
 		return res, fmt.Errorf("replay: %w", err)
 	}
 	return res, nil
+}
+
+// runReplay is the one call of the engine's replay: every replay,
+// requeue and in-order dead-letter replay comes through here with options
+// [Ops.ReplayOptions] built and checked.
+func (o *Ops) runReplay(ctx context.Context, opts engine.ReplayOptions) (engine.ReplaySummary, error) {
+	return engine.Replay(ctx, o.Pool, o.JS, opts)
 }
 
 // Applied reports whether a replay outcome means the event's effect is in

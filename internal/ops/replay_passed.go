@@ -34,7 +34,7 @@ func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res 
 		}
 	}
 	if len(passed) == 0 {
-		sum, err := engine.Replay(ctx, o.Pool, o.JS, opts)
+		sum, err := o.runReplay(ctx, opts)
 		res.ReplaySummary = sum
 		if err != nil {
 			return res, fmt.Errorf("replay: %w", err)
@@ -51,7 +51,7 @@ func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res 
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
-		sum, err := engine.Replay(ctx, o.Pool, o.JS, part)
+		sum, err := o.runReplay(ctx, part)
 		addSummary(&res.ReplaySummary, sum)
 		if err != nil {
 			return res, fmt.Errorf("replay: %w", err)
