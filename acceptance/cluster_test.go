@@ -21,10 +21,10 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -110,11 +110,11 @@ type outcomeCounter struct {
 	n  map[string]int
 }
 
-func (o *outcomeCounter) TraceApplyStart(ctx context.Context, _ consumer.TraceApplyStartData) context.Context {
+func (o *outcomeCounter) TraceApplyStart(ctx context.Context, _ engine.TraceApplyStartData) context.Context {
 	return ctx
 }
 
-func (o *outcomeCounter) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEndData) {
+func (o *outcomeCounter) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n == nil {
@@ -125,11 +125,11 @@ func (o *outcomeCounter) TraceApplyEnd(_ context.Context, d consumer.TraceApplyE
 	}
 }
 
-func (o *outcomeCounter) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+func (o *outcomeCounter) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
 	return ctx
 }
 
-func (o *outcomeCounter) TraceDeadLetterEnd(context.Context, consumer.TraceDeadLetterEndData) {}
+func (o *outcomeCounter) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}
 
 func (o *outcomeCounter) get(outcome string) int {
 	o.mu.Lock()
@@ -172,7 +172,7 @@ func startInstance(t *testing.T, ctx context.Context, wg *sync.WaitGroup, c *nat
 	}
 	t.Cleanup(pool.Close)
 	outcomes := &outcomeCounter{}
-	cons, err := consumer.New(pool, js, consumer.Options{
+	cons, err := engine.New(pool, js, engine.Options{
 		Name:       "orders", // the same durable consumer in both instances
 		Sources:    []string{"demo"},
 		EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},

@@ -14,9 +14,9 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -62,7 +62,7 @@ func TestCompatibilityWithExternalNATS(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
-	c, err := consumer.New(db.Pool, js, consumer.Options{
+	c, err := engine.New(db.Pool, js, engine.Options{
 		Name: "orders_compat", Sources: []string{"demo"}, EventTypes: []string{orders.Created},
 		Handler: orders.Handler("orders_compat"), Logger: quietLogger(),
 	})

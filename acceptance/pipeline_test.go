@@ -21,6 +21,7 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -77,7 +78,7 @@ func startPipeline(t *testing.T, o pipelineOpts) *pipeline {
 	if backoff == nil {
 		backoff = []time.Duration{50 * time.Millisecond}
 	}
-	c, err := consumer.New(db.Pool, js.JS, consumer.Options{
+	c, err := engine.New(db.Pool, js.JS, engine.Options{
 		Name:       "orders",
 		Sources:    []string{"demo"},
 		EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},
@@ -89,7 +90,7 @@ func startPipeline(t *testing.T, o pipelineOpts) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := consumer.NewConflictRecorder(db.Pool, js.JS, quietLogger())
+	rec := engine.NewConflictRecorder(db.Pool, js.JS, quietLogger())
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = c.Run(ctx) }()
@@ -158,7 +159,7 @@ func expect(t *testing.T, gotCode int, got bridge.Response, wantCode int, wantSt
 
 // batchSizes are the consumer batch sizes the protocol runs at: 1 (a
 // transaction per event) and the default (the set-wise path).
-func batchSizes() []int { return []int{1, consumer.DefaultBatchSize} }
+func batchSizes() []int { return []int{1, engine.DefaultBatchSize} }
 
 // forBatchSizes runs f as a parallel subtest at each of batchSizes.
 func forBatchSizes(t *testing.T, f func(t *testing.T, bs int)) {

@@ -18,6 +18,7 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -139,7 +140,7 @@ func TestApplyRollsBackEverythingOnFailure(t *testing.T) {
 	var calls atomic.Int32
 	h := failOnce(&calls)(orders.Handler("orders"))
 	ev := event("evt-1", orders.WebhookBody(orders.Created, "o-1", 100))
-	out, err := consumer.Apply(context.Background(), db.Pool, "orders", h, ev)
+	out, err := engine.Apply(context.Background(), db.Pool, "orders", h, ev)
 	if out != consumer.Failed || err == nil {
 		t.Fatalf("first apply = %v, %v; want failed", out, err)
 	}
@@ -148,11 +149,11 @@ func TestApplyRollsBackEverythingOnFailure(t *testing.T) {
 			t.Fatalf("%s has %d rows after rollback", table, n)
 		}
 	}
-	out, err = consumer.Apply(context.Background(), db.Pool, "orders", h, ev)
+	out, err = engine.Apply(context.Background(), db.Pool, "orders", h, ev)
 	if out != consumer.Processed || err != nil {
 		t.Fatalf("retry = %v, %v; want processed", out, err)
 	}
-	out, _ = consumer.Apply(context.Background(), db.Pool, "orders", h, ev)
+	out, _ = engine.Apply(context.Background(), db.Pool, "orders", h, ev)
 	if out != consumer.Duplicate {
 		t.Fatalf("third apply = %v; want duplicate", out)
 	}
@@ -186,7 +187,7 @@ func TestConcurrentApplyOneProcessedOneDuplicate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcomes[i], errs[i] = consumer.Apply(context.Background(), db.Pool, "orders", slow, ev)
+			outcomes[i], errs[i] = engine.Apply(context.Background(), db.Pool, "orders", slow, ev)
 		}()
 	}
 	wg.Wait()

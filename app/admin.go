@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/admin"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/admin"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // OpsConsumers are the configured consumers as the operator actions

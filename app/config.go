@@ -16,7 +16,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
@@ -681,14 +681,14 @@ func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handle
 
 // validateBatching checks how the consumer batches and acknowledges.
 func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
-	// 0 (unset) takes the consumer's defaults (consumer.DefaultBatchSize
+	// 0 (unset) takes the consumer's defaults (engine.DefaultBatchSize
 	// events, applied set-wise).
-	if cc.BatchSize < 0 || cc.BatchSize > consumer.MaxBatch {
-		bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, consumer.MaxBatch, consumer.DefaultBatchSize)
+	if cc.BatchSize < 0 || cc.BatchSize > engine.MaxBatch {
+		bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, engine.MaxBatch, engine.DefaultBatchSize)
 	}
 	ackWait := cc.AckWait
 	if ackWait <= 0 {
-		ackWait = consumer.DefaultAckWait
+		ackWait = engine.DefaultAckWait
 	}
 	switch {
 	case cc.BatchWait < 0:

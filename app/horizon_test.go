@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // TestPausedPastMaxAgeLosesNothing: "accepted means kept" does not end at

@@ -189,7 +189,7 @@ func statusOf(t *testing.T, url string, req *http.Request) int {
 func TestDeploymentDocLogLinesExist(t *testing.T) {
 	t.Parallel()
 	var src strings.Builder
-	for _, dir := range []string{".", "../bridge", "../consumer", "../publisher"} {
+	for _, dir := range []string{".", "../bridge", "../consumer", "../internal/engine", "../publisher", "../internal/relay"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil {
 			t.Fatal(err)

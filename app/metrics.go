@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/metrics"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // MetricsPath is where the Prometheus metrics are served: on the main
@@ -122,7 +122,7 @@ func oldestUnacked(ctx context.Context, js jetstream.JetStream, ackFloor uint64)
 
 // databaseState reads the outbox counts and the unresolved dead letters.
 func (s *Server) databaseState(ctx context.Context) (metrics.DatabaseState, error) {
-	st, err := publisher.OutboxStats(ctx, s.pool)
+	st, err := relay.OutboxStats(ctx, s.pool)
 	if err != nil {
 		return metrics.DatabaseState{}, err
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -55,7 +55,7 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 			return metrics.ConsumerState{}, err
 		}
 	}
-	members, err := consumer.Members(ctx, s.js, name)
+	members, err := engine.Members(ctx, s.js, name)
 	if err != nil {
 		return metrics.ConsumerState{}, err
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // The demo orders consumer is keyed: /metrics reports its partitions and

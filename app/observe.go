@@ -5,9 +5,10 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // hookbridge is observed through one model: the tracer interfaces of
@@ -24,8 +25,8 @@ import (
 // fullTracer is a tracer of the ingress, the consumers and the relay.
 type fullTracer interface {
 	bridge.Tracer
-	consumer.Tracer
-	publisher.Tracer
+	engine.Tracer
+	relay.Tracer
 }
 
 var (
@@ -73,53 +74,53 @@ func (ts tracers) TracePublishEnd(ctx context.Context, d bridge.TracePublishEndD
 	}
 }
 
-func (ts tracers) TraceApplyStart(ctx context.Context, d consumer.TraceApplyStartData) context.Context {
+func (ts tracers) TraceApplyStart(ctx context.Context, d engine.TraceApplyStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceApplyStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEndData) {
+func (ts tracers) TraceApplyEnd(ctx context.Context, d engine.TraceApplyEndData) {
 	for _, t := range ts {
 		t.TraceApplyEnd(ctx, d)
 	}
 }
 
-func (ts tracers) TraceDeadLetterStart(ctx context.Context, d consumer.TraceDeadLetterStartData) context.Context {
+func (ts tracers) TraceDeadLetterStart(ctx context.Context, d engine.TraceDeadLetterStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceDeadLetterStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceDeadLetterEnd(ctx context.Context, d consumer.TraceDeadLetterEndData) {
+func (ts tracers) TraceDeadLetterEnd(ctx context.Context, d engine.TraceDeadLetterEndData) {
 	for _, t := range ts {
 		t.TraceDeadLetterEnd(ctx, d)
 	}
 }
 
-func (ts tracers) TraceRelayStart(ctx context.Context, d publisher.TraceRelayStartData) context.Context {
+func (ts tracers) TraceRelayStart(ctx context.Context, d relay.TraceRelayStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceRelayStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceRelayEnd(ctx context.Context, d publisher.TraceRelayEndData) {
+func (ts tracers) TraceRelayEnd(ctx context.Context, d relay.TraceRelayEndData) {
 	for _, t := range ts {
 		t.TraceRelayEnd(ctx, d)
 	}
 }
 
-func (ts tracers) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+func (ts tracers) TraceRelayPublishStart(ctx context.Context, d relay.TraceRelayPublishStartData) context.Context {
 	for _, t := range ts {
 		ctx = t.TraceRelayPublishStart(ctx, d)
 	}
 	return ctx
 }
 
-func (ts tracers) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
+func (ts tracers) TraceRelayPublishEnd(ctx context.Context, d relay.TraceRelayPublishEndData) {
 	for _, t := range ts {
 		t.TraceRelayPublishEnd(ctx, d)
 	}
@@ -153,11 +154,11 @@ func (t metricsTracer) TracePublishEnd(_ context.Context, d bridge.TracePublishE
 	}
 }
 
-func (t metricsTracer) TraceApplyStart(ctx context.Context, _ consumer.TraceApplyStartData) context.Context {
+func (t metricsTracer) TraceApplyStart(ctx context.Context, _ engine.TraceApplyStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceApplyEnd(_ context.Context, d consumer.TraceApplyEndData) {
+func (t metricsTracer) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
 	t.m.ConsumerBatch(d.Consumer, len(d.Outcomes), d.Duration)
 	// One counter update per outcome, not per event: a label lookup per
 	// event costs more than the rest of this at high rates.
@@ -178,34 +179,34 @@ func countOutcomes(outs []consumer.Outcome) (n [consumer.DeadLettered + 1]int) {
 	return n
 }
 
-func (t metricsTracer) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+func (t metricsTracer) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceDeadLetterEnd(_ context.Context, d consumer.TraceDeadLetterEndData) {
+func (t metricsTracer) TraceDeadLetterEnd(_ context.Context, d engine.TraceDeadLetterEndData) {
 	if d.Err == nil {
 		t.m.ConsumerEvents(d.Consumer, consumer.DeadLettered.String(), 1)
 	}
 }
 
-func (t metricsTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+func (t metricsTracer) TraceRelayStart(ctx context.Context, _ relay.TraceRelayStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceRelayEnd(_ context.Context, d publisher.TraceRelayEndData) {
+func (t metricsTracer) TraceRelayEnd(_ context.Context, d relay.TraceRelayEndData) {
 	t.m.RelayBatch(d.Sent, d.Failed, d.Duration)
 }
 
-func (t metricsTracer) TraceRelayPublishStart(ctx context.Context, _ publisher.TraceRelayPublishStartData) context.Context {
+func (t metricsTracer) TraceRelayPublishStart(ctx context.Context, _ relay.TraceRelayPublishStartData) context.Context {
 	return ctx
 }
 
-func (t metricsTracer) TraceRelayPublishEnd(context.Context, publisher.TraceRelayPublishEndData) {}
+func (t metricsTracer) TraceRelayPublishEnd(context.Context, relay.TraceRelayPublishEndData) {}
 
 // outcomeNames are the outcome label values of a consumer's metrics.
 func outcomeNames() []string {
 	var out []string
-	for _, o := range consumer.MessageOutcomes() {
+	for _, o := range engine.MessageOutcomes() {
 		out = append(out, o.String())
 	}
 	return out

@@ -13,7 +13,9 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -111,7 +113,7 @@ const maxBatchLinks = 128
 // (the first maxBatchLinks). The span's context goes to publisher.Enqueue
 // through the context, so the outbox rows the handler writes carry it to
 // the relay.
-func (t *otelTracer) TraceApplyStart(ctx context.Context, d consumer.TraceApplyStartData) context.Context {
+func (t *otelTracer) TraceApplyStart(ctx context.Context, d engine.TraceApplyStartData) context.Context {
 	attrs := []attribute.KeyValue{
 		attribute.String("hookbridge.consumer", d.Consumer),
 		attribute.Int("messaging.batch.message_count", len(d.Events)),
@@ -145,7 +147,7 @@ func (t *otelTracer) TraceApplyStart(ctx context.Context, d consumer.TraceApplyS
 	return ctx
 }
 
-func (t *otelTracer) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEndData) {
+func (t *otelTracer) TraceApplyEnd(ctx context.Context, d engine.TraceApplyEndData) {
 	span := trace.SpanFromContext(ctx)
 	n := countOutcomes(d.Outcomes)
 	for o, k := range n {
@@ -159,17 +161,17 @@ func (t *otelTracer) TraceApplyEnd(ctx context.Context, d consumer.TraceApplyEnd
 	span.End()
 }
 
-func (t *otelTracer) TraceDeadLetterStart(ctx context.Context, _ consumer.TraceDeadLetterStartData) context.Context {
+func (t *otelTracer) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
 	return ctx
 }
 
-func (t *otelTracer) TraceDeadLetterEnd(context.Context, consumer.TraceDeadLetterEndData) {}
+func (t *otelTracer) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}
 
-func (t *otelTracer) TraceRelayStart(ctx context.Context, _ publisher.TraceRelayStartData) context.Context {
+func (t *otelTracer) TraceRelayStart(ctx context.Context, _ relay.TraceRelayStartData) context.Context {
 	return ctx
 }
 
-func (t *otelTracer) TraceRelayEnd(context.Context, publisher.TraceRelayEndData) {}
+func (t *otelTracer) TraceRelayEnd(context.Context, relay.TraceRelayEndData) {}
 
 // relaySpanKey holds a row's relay publish span in its context.
 type relaySpanKey struct{}
@@ -177,7 +179,7 @@ type relaySpanKey struct{}
 // TraceRelayPublishStart starts a row's relay publish span, a child of the
 // apply span whose context the row carries. Rows enqueued outside a
 // traced apply start no trace of their own.
-func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d publisher.TraceRelayPublishStartData) context.Context {
+func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d relay.TraceRelayPublishStartData) context.Context {
 	pctx := tracing.Extract(ctx, d.Header)
 	if !trace.SpanContextFromContext(pctx).IsValid() {
 		return ctx
@@ -192,7 +194,7 @@ func (t *otelTracer) TraceRelayPublishStart(ctx context.Context, d publisher.Tra
 	return context.WithValue(ctx, relaySpanKey{}, span)
 }
 
-func (t *otelTracer) TraceRelayPublishEnd(ctx context.Context, d publisher.TraceRelayPublishEndData) {
+func (t *otelTracer) TraceRelayPublishEnd(ctx context.Context, d relay.TraceRelayPublishEndData) {
 	span, ok := ctx.Value(relaySpanKey{}).(trace.Span)
 	if !ok {
 		return

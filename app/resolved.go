@@ -6,9 +6,9 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // Resolved is cfg with every setting it leaves to a default given the
@@ -62,16 +62,16 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 // below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {
 	if r.BatchSize <= 0 {
-		r.BatchSize = publisher.DefaultBatchSize
+		r.BatchSize = relay.DefaultBatchSize
 	}
 	if r.PollInterval <= 0 {
-		r.PollInterval = publisher.DefaultPollInterval
+		r.PollInterval = relay.DefaultPollInterval
 	}
 	if r.MaxAttempts <= 0 {
-		r.MaxAttempts = publisher.DefaultMaxAttempts
+		r.MaxAttempts = relay.DefaultMaxAttempts
 	}
 	if r.Retention == nil {
-		d := publisher.DefaultRetention
+		d := relay.DefaultRetention
 		r.Retention = &d
 	}
 	return r
@@ -107,7 +107,7 @@ func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (Consumer
 	if err != nil {
 		return cc, err
 	}
-	o, err := consumer.Options{
+	o, err := engine.Options{
 		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
 		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
 		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,

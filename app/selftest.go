@@ -8,8 +8,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/selftest"
 	"github.com/hookbridge/hookbridge/schema"
-	"github.com/hookbridge/hookbridge/selftest"
 )
 
 // selftestBackoff is the self-test consumer's redelivery delay: the

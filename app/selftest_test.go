@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/selftest"
+	"github.com/hookbridge/hookbridge/internal/selftest"
 )
 
 // selftest.enabled adds the self-test's source and consumer and its

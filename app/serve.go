@@ -21,12 +21,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 
-	"github.com/hookbridge/hookbridge/admin/console"
 	"github.com/hookbridge/hookbridge/bridge"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/admin/console"
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -506,11 +506,11 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		for _, c := range consumers {
 			s.goRole(group, "consumer "+c.Name(), c.Run)
 		}
-		rec := consumer.NewConflictRecorder(s.pool, s.js, s.log)
+		rec := engine.NewConflictRecorder(s.pool, s.js, s.log)
 		s.goRole(group, "conflict recorder", rec.Run)
 		if retention := s.cfg.InboxRetentionOrDefault(); retention > 0 {
 			s.goRole(group, "inbox retention", func(ctx context.Context) error {
-				return consumer.RunInboxRetention(ctx, s.pool, retention, time.Hour, s.log)
+				return engine.RunInboxRetention(ctx, s.pool, retention, time.Hour, s.log)
 			})
 		}
 	}
@@ -519,7 +519,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		if deleteSent && s.cfg.Selftest.Enabled {
 			s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
 		}
-		relay := publisher.NewRelay(s.pool, s.js, publisher.RelayOptions{
+		relay := relay.NewRelay(s.pool, s.js, relay.RelayOptions{
 			BatchSize:    s.cfg.Relay.BatchSize,
 			PollInterval: s.cfg.Relay.PollInterval,
 			MaxAttempts:  s.cfg.Relay.MaxAttempts,
@@ -653,15 +653,15 @@ func (s *Server) poolSize() int32 {
 	return int32(n + 4)
 }
 
-func (s *Server) consumers() ([]*consumer.Consumer, error) {
-	var out []*consumer.Consumer
+func (s *Server) consumers() ([]*engine.Consumer, error) {
+	var out []*engine.Consumer
 	for i := range s.cfg.Consumers {
 		cc := &s.cfg.Consumers[i]
 		h, err := cc.NewHandler(s.handlers)
 		if err != nil {
 			return nil, err
 		}
-		c, err := consumer.New(s.pool, s.js, consumer.Options{
+		c, err := engine.New(s.pool, s.js, engine.Options{
 			Name:           cc.Name,
 			Sources:        cc.Sources,
 			EventTypes:     cc.Types(s.handlers),

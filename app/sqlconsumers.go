@@ -13,9 +13,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/sqlconsumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/schema"
-	"github.com/hookbridge/hookbridge/sqlconsumer"
 )
 
 // SQLConsumerConfig declares a consumer applied by SQL statements instead
@@ -173,7 +174,7 @@ func (c *Config) Concurrency(cc *ConsumerConfig) int {
 	case cc.SQL != nil && !c.keyedOnly(cc):
 		return 1
 	default:
-		return consumer.DefaultConcurrency
+		return engine.DefaultConcurrency
 	}
 }
 

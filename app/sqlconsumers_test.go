@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -374,8 +374,8 @@ func TestSQLConsumerConcurrencyDefaults(t *testing.T) {
 	}{
 		{"sql, unkeyed source", ConsumerConfig{SQL: &SQLConsumerConfig{}, Sources: []string{"plain"}}, 1},
 		{"sql, all sources (one unkeyed)", ConsumerConfig{SQL: &SQLConsumerConfig{}}, 1},
-		{"sql, keyed source", ConsumerConfig{SQL: &SQLConsumerConfig{}, Sources: []string{"keyed"}}, consumer.DefaultConcurrency},
-		{"go handler", ConsumerConfig{Handler: "orders", Sources: []string{"plain"}}, consumer.DefaultConcurrency},
+		{"sql, keyed source", ConsumerConfig{SQL: &SQLConsumerConfig{}, Sources: []string{"keyed"}}, engine.DefaultConcurrency},
+		{"go handler", ConsumerConfig{Handler: "orders", Sources: []string{"plain"}}, engine.DefaultConcurrency},
 		{"configured", ConsumerConfig{SQL: &SQLConsumerConfig{}, Concurrency: 3}, 3},
 	} {
 		if got := cfg.Concurrency(&c.cc); got != c.want {

@@ -12,10 +12,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
-	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // The operator's overview of a deployment (`hookbridge status`): what
@@ -113,7 +113,7 @@ type PartitionStatus struct {
 
 // MemberStatus is one instance serving a keyed consumer's partitions.
 type MemberStatus struct {
-	consumer.Member
+	engine.Member
 	// Backlog is the messages of its partitions not yet applied
 	// (pending and unacked): its lag.
 	Backlog uint64 `json:"backlog"`
@@ -176,7 +176,7 @@ func (st *Status) ApplyConfig(cfg Config) {
 
 // ReadPostgres fills the outbox, dead-letter and conflict counts.
 func (st *Status) ReadPostgres(ctx context.Context, pool *pgxpool.Pool) error {
-	ob, err := publisher.OutboxStats(ctx, pool)
+	ob, err := relay.OutboxStats(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, st
 			}
 		}
 		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
-		members, err := consumer.Members(ctx, js, owner)
+		members, err := engine.Members(ctx, js, owner)
 		if err != nil {
 			continue // the partitions are shown; who serves them is not known now
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
 
@@ -59,7 +60,7 @@ func TestTracingKeepsTheSetWisePath(t *testing.T) {
 		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
 	}
 	inner := &batchCalls{}
-	c, err := consumer.New(db.Pool, ns.JS, consumer.Options{Name: "traced", EventTypes: []string{"thing.done"},
+	c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "traced", EventTypes: []string{"thing.done"},
 		Handler: inner, Tracer: &otelTracer{tracer: tracer}, Concurrency: 1, BatchWait: 500 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

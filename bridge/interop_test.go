@@ -19,6 +19,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -181,7 +182,7 @@ func fetchEvent(t *testing.T, in *ingress) consumer.Event {
 	if err != nil {
 		t.Fatalf("fetch the stored delivery: %v", err)
 	}
-	ev, err := consumer.EventFromMsg(msg)
+	ev, err := engine.EventFromMsg(msg)
 	if err != nil {
 		t.Fatalf("EventFromMsg: %v", err)
 	}
@@ -207,7 +208,7 @@ func TestConsumerFilterUsesProviderSpelling(t *testing.T) {
 	}
 	wantCode(t, in.post(t, "src", h, []byte(fx.Request.Body)), http.StatusAccepted)
 
-	opts := consumer.Options{Sources: []string{"src"}, EventTypes: []string{"repository_dispatch.deploy:staging", "orders/create", "orders.create"}}
+	opts := engine.Options{Sources: []string{"src"}, EventTypes: []string{"repository_dispatch.deploy:staging", "orders/create", "orders.create"}}
 	filters := opts.FilterSubjects()
 	if len(filters) != 2 {
 		t.Fatalf("filters %q, want two (orders/create and orders.create share one)", filters)
@@ -222,7 +223,7 @@ func TestConsumerFilterUsesProviderSpelling(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the free-text delivery did not reach the consumer: %v", err)
 	}
-	ev, err := consumer.EventFromMsg(msg)
+	ev, err := engine.EventFromMsg(msg)
 	if err != nil || ev.Type != "repository_dispatch.deploy:staging" {
 		t.Fatalf("event type %q, %v", ev.Type, err)
 	}

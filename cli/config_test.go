@@ -12,8 +12,8 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -157,10 +157,10 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 		{"streams.max_age", cfg.Streams.MaxAge, stream.DefaultHooksMaxAge},
 		{"streams.partitions", cfg.Streams.Partitions, stream.DefaultPartitions},
 		{"sources[0].tolerance", cfg.Sources[0].Tolerance, verify.DefaultTolerance},
-		{"consumers[0].concurrency", c.Concurrency, consumer.DefaultConcurrency},
-		{"consumers[0].batch_size", c.BatchSize, consumer.DefaultBatchSize},
-		{"consumers[0].ack_wait", c.AckWait, consumer.DefaultAckWait},
-		{"consumers[0].max_deliver", c.MaxDeliver, consumer.DefaultMaxDeliver},
+		{"consumers[0].concurrency", c.Concurrency, engine.DefaultConcurrency},
+		{"consumers[0].batch_size", c.BatchSize, engine.DefaultBatchSize},
+		{"consumers[0].ack_wait", c.AckWait, engine.DefaultAckWait},
+		{"consumers[0].max_deliver", c.MaxDeliver, engine.DefaultMaxDeliver},
 		{"consumers[0].backoff entries", len(c.Backoff) > 0, true},
 	} {
 		if f.got != f.want {

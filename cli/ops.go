@@ -20,7 +20,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/embedded"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // The operator commands (status, replay, dead-letters, conflicts) read

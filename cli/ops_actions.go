@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // The operator actions of the command line; each is the same function

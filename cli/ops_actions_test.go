@@ -26,6 +26,7 @@ import (
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -127,8 +128,8 @@ func TestActionCommands(t *testing.T) {
 	ns.PublishHook(t, "demo", "c1", orders.Created, orders.WebhookBody(orders.Created, "o-p1", 100))
 	for _, id := range []string{"p1", "p2"} {
 		seq := ns.PublishHook(t, "demo", id, orders.Paid, orders.WebhookBody(orders.Paid, "o-"+id, 100))
-		if err := consumer.RecordDeadLetter(ctx, db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: id,
-			EventType: orders.Paid, StreamSeq: seq, Deliveries: 3, Reason: consumer.ReasonMaxDeliver, LastError: "unknown order"}); err != nil {
+		if err := engine.RecordDeadLetter(ctx, db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: id,
+			EventType: orders.Paid, StreamSeq: seq, Deliveries: 3, Reason: engine.ReasonMaxDeliver, LastError: "unknown order"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -216,13 +217,13 @@ func TestReplayJSONLines(t *testing.T) {
 		t.Fatalf("%d lines, want 5 items and a summary:\n%s", len(lines), out)
 	}
 	for i, l := range lines[:5] {
-		var it consumer.ReplayItem
+		var it engine.ReplayItem
 		if err := json.Unmarshal([]byte(l), &it); err != nil || it.EventID != fmt.Sprintf("c%d", i) || it.Outcome != consumer.ReplayNew {
 			t.Fatalf("line %d = %s (%v)", i, l, err)
 		}
 	}
 	var sum struct {
-		Summary consumer.ReplaySummary `json:"summary"`
+		Summary engine.ReplaySummary `json:"summary"`
 	}
 	if err := json.Unmarshal([]byte(lines[5]), &sum); err != nil || sum.Summary.Selected != 5 || sum.Summary.New != 5 {
 		t.Fatalf("summary line = %s (%v)", lines[5], err)

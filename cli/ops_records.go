@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/ops"
 )
 
 // DeadLettersCmd inspects hookbridge.dead_letters.
@@ -37,7 +37,7 @@ type DeadLettersListCmd struct {
 // Run implements `dead-letters list`.
 func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		dls, err := consumer.ListDeadLetters(ctx, pool, consumer.DeadLetterFilter{
+		dls, err := engine.ListDeadLetters(ctx, pool, engine.DeadLetterFilter{
 			Consumer: c.Consumer, UnresolvedOnly: !c.All, Limit: c.Limit,
 		})
 		if err != nil {
@@ -45,7 +45,7 @@ func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		}
 		if c.JSON {
 			if dls == nil {
-				dls = []consumer.DeadLetter{}
+				dls = []engine.DeadLetter{}
 			}
 			return writeJSON(rt.stdout, dls)
 		}
@@ -85,7 +85,7 @@ type DeadLettersShowCmd struct {
 // Run implements `dead-letters show`.
 func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		d, err := consumer.GetDeadLetter(ctx, pool, c.ID)
+		d, err := engine.GetDeadLetter(ctx, pool, c.ID)
 		if err != nil {
 			return fmt.Errorf("dead-letters: %w", dbError(err))
 		}
@@ -93,7 +93,7 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		d.Body = nil
 		if c.JSON {
 			return writeJSON(rt.stdout, struct {
-				consumer.DeadLetter
+				engine.DeadLetter
 				bodyView
 			}{d, viewBody(body)})
 		}
@@ -111,7 +111,7 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 
 // orderingFields are the ordering key of a keyed dead letter and, once a
 // later event of that key applied, which one and when.
-func orderingFields(d consumer.DeadLetter) [][2]string {
+func orderingFields(d engine.DeadLetter) [][2]string {
 	if d.OrderingKey == "" {
 		return nil
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // conflicts show prints both bodies, as the console does: the original,
@@ -23,7 +23,7 @@ func TestConflictsShowPrintsBothBodies(t *testing.T) {
 	rejected := orders.WebhookBody(orders.Created, "o-1", 999)
 	seq := ns.PublishHook(t, "demo", "evt-c", orders.Created, original)
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		return consumer.RecordConflict(ctx, tx, consumer.ConflictRecord{DetectedBy: "ingress", Source: "demo", EventID: "evt-c",
+		return engine.RecordConflict(ctx, tx, engine.ConflictRecord{DetectedBy: "ingress", Source: "demo", EventID: "evt-c",
 			EventType: orders.Created, OriginalSeq: int64(seq), RejectedBody: rejected})
 	})
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // ReplayCmd re-delivers stored webhooks to one consumer.
@@ -59,7 +60,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		defer prog.stop()
 		res, err := o.ReplayWith(ctx, c.Consumer, sel, ops.ReplayHooks{
 			Planned: prog.planned,
-			Report: func(it consumer.ReplayItem) {
+			Report: func(it engine.ReplayItem) {
 				prog.add()
 				if c.DryRun || !ops.Applied(it.Outcome) {
 					out.item(it)
@@ -107,7 +108,7 @@ type replayPrinter struct {
 	// notes, in a dry run, says which messages are dead letters and what
 	// the real run does with them; newDLs counts those the inbox calls new,
 	// passedDLs those a later event of their ordering key has passed.
-	notes     func(consumer.ReplayItem) *ops.DryRunNote
+	notes     func(engine.ReplayItem) *ops.DryRunNote
 	newDLs    int
 	passedDLs int
 	skipsDLs  bool // the real run leaves the passed ones alone
@@ -122,11 +123,11 @@ const replayRow = "%-10s %-20s %-12s %-24s %-20s %-10s %s\n"
 // replayLine is one item of --json: the item, and in a dry run the
 // dead letter it is and what the real run does with it.
 type replayLine struct {
-	consumer.ReplayItem
+	engine.ReplayItem
 	*ops.DryRunNote
 }
 
-func (p *replayPrinter) item(it consumer.ReplayItem) {
+func (p *replayPrinter) item(it engine.ReplayItem) {
 	var note *ops.DryRunNote
 	if p.notes != nil {
 		note = p.notes(it)
@@ -232,7 +233,7 @@ type summaryRow struct {
 // so it shows what would happen (new, duplicate, conflict) and never
 // "processed"; a real run shows processed and duplicate always, the
 // others when they happened.
-func summaryRows(s consumer.ReplaySummary) []summaryRow {
+func summaryRows(s engine.ReplaySummary) []summaryRow {
 	all := []summaryRow{{"new", s.New}, {"processed", s.Processed}, {"duplicate", s.Duplicate}, {"conflict", s.Conflict},
 		{"failed", s.Failed}, {"missing", s.Missing}, {"mismatch", s.Mismatch}, {"unusable", s.Unusable},
 		{"dead letters resolved", s.Resolved}}

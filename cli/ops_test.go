@@ -19,10 +19,10 @@ import (
 
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -65,8 +65,8 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 	if _, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--event-id", "c1"}, flags...)...); err != nil {
 		t.Fatalf("replay c1: %v", err)
 	}
-	err := consumer.RecordDeadLetter(context.Background(), db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo",
-		EventID: "p1", EventType: orders.Paid, StreamSeq: paySeq, Deliveries: 3, Reason: consumer.ReasonMaxDeliver, LastError: "unknown order"})
+	err := engine.RecordDeadLetter(context.Background(), db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo",
+		EventID: "p1", EventType: orders.Paid, StreamSeq: paySeq, Deliveries: 3, Reason: engine.ReasonMaxDeliver, LastError: "unknown order"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 		// One JSON object per line; the summary is the last.
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		var got struct {
-			Summary consumer.ReplaySummary `json:"summary"`
+			Summary engine.ReplaySummary `json:"summary"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("replay json: %v\n%s", err, out)
@@ -133,9 +133,9 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, resolved := range []bool{false, true} {
-		d := consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: fmt.Sprint("e", i), StreamSeq: uint64(i + 1),
-			Deliveries: 1, Reason: consumer.ReasonPermanent, LastError: "x"}
-		if err := consumer.RecordDeadLetter(ctx, db.Pool, d); err != nil {
+		d := engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: fmt.Sprint("e", i), StreamSeq: uint64(i + 1),
+			Deliveries: 1, Reason: engine.ReasonPermanent, LastError: "x"}
+		if err := engine.RecordDeadLetter(ctx, db.Pool, d); err != nil {
 			t.Fatal(err)
 		}
 		if resolved {
@@ -145,7 +145,7 @@ func TestStatusCommand(t *testing.T) {
 		}
 	}
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if err := consumer.RecordConflict(ctx, tx, consumer.ConflictRecord{DetectedBy: "orders", Source: "demo", EventID: "c1", RejectedBody: []byte("b")}); err != nil {
+		if err := engine.RecordConflict(ctx, tx, engine.ConflictRecord{DetectedBy: "orders", Source: "demo", EventID: "c1", RejectedBody: []byte("b")}); err != nil {
 			return err
 		}
 		return publisher.Enqueue(ctx, tx, publisher.Message{ID: "out-1", Subject: "events.orders.created", Payload: []byte("{}")})
@@ -241,13 +241,13 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	ctx := context.Background()
 	flags := []string{"--database-url", db.URL}
 	body := `{"card":"tok_visible_only_in_show"}`
-	err := consumer.RecordDeadLetter(ctx, db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: "evt-9",
-		EventType: orders.Paid, StreamSeq: 42, Deliveries: 10, Reason: consumer.ReasonMaxDeliver, LastError: "unknown order", Body: []byte(body)})
+	err := engine.RecordDeadLetter(ctx, db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: "evt-9",
+		EventType: orders.Paid, StreamSeq: 42, Deliveries: 10, Reason: engine.ReasonMaxDeliver, LastError: "unknown order", Body: []byte(body)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		return consumer.RecordConflict(ctx, tx, consumer.ConflictRecord{DetectedBy: "ingress", Source: "demo", EventID: "evt-7",
+		return engine.RecordConflict(ctx, tx, engine.ConflictRecord{DetectedBy: "ingress", Source: "demo", EventID: "evt-7",
 			EventType: orders.Created, OriginalSeq: 3, RejectedBody: []byte(body)})
 	})
 	if err != nil {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -22,8 +22,8 @@ func TestPassedDeadLetterCommands(t *testing.T) {
 	ctx := context.Background()
 	deadLetter := func(id, key string) (int64, uint64) {
 		seq := ns.PublishKeyedHook(t, "demo", id, orders.Created, key, orders.WebhookBody(orders.Created, key, 100))
-		if err := consumer.RecordDeadLetter(ctx, db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: id,
-			EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: consumer.ReasonPermanent, LastError: "broken",
+		if err := engine.RecordDeadLetter(ctx, db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: id,
+			EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: engine.ReasonPermanent, LastError: "broken",
 			OrderingKey: key}); err != nil {
 			t.Fatal(err)
 		}

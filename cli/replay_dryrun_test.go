@@ -9,9 +9,9 @@ import (
 	"testing"
 
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
-	"github.com/hookbridge/hookbridge/ops"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // A dry run says what the real run will do: it counts no "processed"
@@ -26,8 +26,8 @@ func TestReplayDryRunSaysWhatTheRealRunWillDo(t *testing.T) {
 	ns.PublishHook(t, "demo", longID, orders.Created, orders.WebhookBody(orders.Created, "o-long", 100))
 	// Paid before it was created: the handler refuses it every time.
 	seq := ns.PublishHook(t, "demo", "pay-orphan", orders.Paid, orders.WebhookBody(orders.Paid, "o-none", 100))
-	err := consumer.RecordDeadLetter(context.Background(), db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo",
-		EventID: "pay-orphan", EventType: orders.Paid, StreamSeq: seq, Deliveries: 10, Reason: consumer.ReasonMaxDeliver, LastError: "unknown order o-none"})
+	err := engine.RecordDeadLetter(context.Background(), db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo",
+		EventID: "pay-orphan", EventType: orders.Paid, StreamSeq: seq, Deliveries: 10, Reason: engine.ReasonMaxDeliver, LastError: "unknown order o-none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestReplayDryRunSaysWhatTheRealRunWillDo(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	var item struct {
-		consumer.ReplayItem
+		engine.ReplayItem
 		ops.DryRunNote
 	}
 	if err := json.Unmarshal([]byte(lines[1]), &item); err != nil || item.EventID != "pay-orphan" || item.DeadLetterID != dlID || item.Note == "" {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // While an event is being retried, status names it with its failure count
@@ -80,12 +80,12 @@ func TestEventsShowLinksResolvedDeadLettersAndConflicts(t *testing.T) {
 	if _, err := runOps(t, append([]string{"replay", "--consumer", "orders", "--event-id", "c1"}, flags...)...); err != nil {
 		t.Fatal(err)
 	}
-	if err := consumer.RecordDeadLetter(ctx, db.Pool, consumer.DeadLetter{Consumer: "orders", Source: "demo", EventID: "c1",
-		EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: consumer.ReasonPermanent, LastError: "x"}); err != nil {
+	if err := engine.RecordDeadLetter(ctx, db.Pool, engine.DeadLetter{Consumer: "orders", Source: "demo", EventID: "c1",
+		EventType: orders.Created, StreamSeq: seq, Deliveries: 1, Reason: engine.ReasonPermanent, LastError: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		return consumer.RecordConflict(ctx, tx, consumer.ConflictRecord{DetectedBy: "orders", Source: "demo", EventID: "c1", RejectedBody: []byte("other")})
+		return engine.RecordConflict(ctx, tx, engine.ConflictRecord{DetectedBy: "orders", Source: "demo", EventID: "c1", RejectedBody: []byte("other")})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/selftest"
+	"github.com/hookbridge/hookbridge/internal/selftest"
 )
 
 // SelftestCmd runs the acceptance protocol against a running deployment,

@@ -1,21 +1,34 @@
-// Package consumer applies webhooks from JetStream to Postgres with an
-// exactly-once effect. Each message is applied in one transaction that
-// first claims the event in the inbox (hookbridge.inbox, unique per
-// consumer, source and event id), then runs the team's [Handler] with that
-// same transaction; the message is acknowledged only after the commit.
+// Package consumer is the API a team writes its webhook handlers
+// against. hookbridge delivers each webhook from JetStream as an [Event]
+// and applies it with exactly-once effect: in one Postgres transaction it
+// first claims the event in its inbox, then calls the team's [Handler]
+// with that same transaction, and acknowledges the message only after the
+// commit. A redelivered event that was applied before is a Duplicate and
+// does not reach the handler.
+//
+// A handler does all its writes through the transaction it is given
+// (outgoing events too, with the publisher package's Enqueue) and returns
+// an error to roll them back and have the event retried; [Permanent]
+// marks an error a retry cannot fix. [Mux] routes events to handlers by
+// type, [HandlerFunc] adapts a function, and a [BatchHandler] applies many
+// new events in one call, naming a failing one with [FailedAt]. [Outcome]
+// names what applying an event did, in logs, metrics and the command line.
+//
+// Which streams, sources and consumers run, and how, is configuration
+// (package app); a handler's test uses the hookbridgetest kit.
 package consumer
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 
+	"github.com/hookbridge/hookbridge/internal/failat"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -73,7 +86,8 @@ func (f HandlerFunc) Handle(ctx context.Context, tx pgx.Tx, ev Event) error { re
 //
 // Event.Type is the provider's spelling ("orders/create", "deploy:staging"),
 // and the consumer receives every spelling that maps to the subject of a
-// type it subscribes to (see [stream.TypeSubject]). So an event whose
+// type it subscribes to (a type's subject form reads '/' as the token
+// separator '.' and escapes other punctuation). So an event whose
 // type has no handler of its own goes to the handler registered for a
 // type with the same subject form: a handler registered for
 // "orders.create" also gets Shopify's "orders/create".
@@ -176,59 +190,26 @@ func (m *Mux) handleRuns(ctx context.Context, tx pgx.Tx, evs []Event) error {
 		}
 		h, ok := m.handler(evs[lo].Type)
 		if !ok {
-			return &batchError{lo: lo, hi: lo + 1, err: Permanent(fmt.Errorf("no handler for event type %q", evs[lo].Type))}
+			return &failat.Error{Lo: lo, Hi: lo + 1, Err: Permanent(fmt.Errorf("no handler for event type %q", evs[lo].Type))}
 		}
 		if err := handleRun(ctx, tx, h, evs[lo:hi]); err != nil {
-			return err.shift(lo)
+			return err.Shift(lo)
 		}
 		lo = hi
 	}
 	return nil
 }
 
-// handleRun applies one run of same-type events. A panic becomes an error
-// naming the run (or the event), as a returned error would.
-func handleRun(ctx context.Context, tx pgx.Tx, h Handler, run []Event) (failed *batchError) {
-	i := -1 // the event being handled one by one, if any
-	defer func() {
-		if p := recover(); p != nil {
-			failed = &batchError{lo: 0, hi: len(run), err: fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())}
-			if i >= 0 {
-				failed.lo, failed.hi = i, i+1
-			}
-		}
-	}()
+// handleRun applies one run of same-type events, locating a failure (or
+// a panic) in it.
+func handleRun(ctx context.Context, tx pgx.Tx, h Handler, run []Event) *failat.Error {
+	var batch func([]Event) error
 	if bh, ok := h.(BatchHandler); ok {
-		if err := bh.HandleBatch(ctx, tx, run); err != nil {
-			var inner *batchError
-			if errors.As(err, &inner) && inner.lo >= 0 && inner.hi <= len(run) && inner.lo < inner.hi {
-				return &batchError{lo: inner.lo, hi: inner.hi, err: err}
-			}
-			return &batchError{lo: 0, hi: len(run), err: err}
-		}
-		return nil
+		batch = func(evs []Event) error { return bh.HandleBatch(ctx, tx, evs) }
 	}
-	for j, ev := range run {
-		i = j
-		if err := h.Handle(ctx, tx, ev); err != nil {
-			return &batchError{lo: j, hi: j + 1, err: fmt.Errorf("%s/%s: %w", ev.Source, ev.ID, err)}
-		}
-	}
-	return nil
+	one := func(ev Event) error { return h.Handle(ctx, tx, ev) }
+	return failat.Run(run, batch, one, func(ev Event) string { return ev.Source + "/" + ev.ID })
 }
-
-// batchError is a failed HandleBatch call that knows where it failed:
-// evs[lo:hi] holds the culprit, and every event before lo was applied
-// without error. The consumer uses it only to decide how to split the
-// batch; every part is applied again, so a wrong hint costs time, never
-// correctness.
-type batchError struct {
-	lo, hi int
-	err    error
-}
-
-func (e *batchError) Error() string { return e.err.Error() }
-func (e *batchError) Unwrap() error { return e.err }
 
 // FailedAt is what a [BatchHandler]'s HandleBatch returns when it knows
 // which event failed: evs[i] is the culprit and every event before it was
@@ -240,11 +221,7 @@ func FailedAt(i int, err error) error {
 	if err == nil {
 		return nil
 	}
-	return &batchError{lo: i, hi: i + 1, err: err}
-}
-
-func (e *batchError) shift(by int) *batchError {
-	return &batchError{lo: e.lo + by, hi: e.hi + by, err: e.err}
+	return &failat.Error{Lo: i, Hi: i + 1, Err: err}
 }
 
 // permanentError marks an error that retrying will not fix.

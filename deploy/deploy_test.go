@@ -18,7 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookbridge/hookbridge/bridge"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 )
 
@@ -33,7 +33,7 @@ func exported(t *testing.T) map[string]bool {
 	reg.IngressPublish(string(bridge.PublishStored), time.Millisecond)
 	reg.ConsumerBatch("orders", 1, time.Millisecond)
 	var outcomes []string
-	for _, o := range consumer.MessageOutcomes() {
+	for _, o := range engine.MessageOutcomes() {
 		outcomes = append(outcomes, o.String())
 	}
 	reg.InitConsumer("orders", outcomes)

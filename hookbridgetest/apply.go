@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -54,22 +55,21 @@ func (d *Database) Apply(t testing.TB, h consumer.Handler, evs ...consumer.Event
 }
 
 // ApplyAs applies evs, in order, as the consumer named consumerName
-// through the path serve uses for a delivered batch
-// ([consumer.ApplyBatch]): inbox claim first, the handler (its
+// through the path serve uses for a delivered batch: inbox claim first, the handler (its
 // HandleBatch for a [consumer.BatchHandler]) in the same transaction,
 // commit; a failure narrows down to the failing event. It returns one
 // result per event: Processed, Duplicate, Conflict, or Failed with the
 // error. Nothing is acked or redelivered; apply an event again to see its
-// redelivery (set NumDelivered). More than [consumer.MaxBatch] events fail
-// the test.
+// redelivery (set NumDelivered). More than 1024 events (the
+// largest batch serve applies) fail the test.
 func (d *Database) ApplyAs(t testing.TB, consumerName string, h consumer.Handler, evs ...consumer.Event) []consumer.Result {
 	t.Helper()
-	if len(evs) > consumer.MaxBatch {
-		t.Fatalf("apply: %d events, at most %d per batch", len(evs), consumer.MaxBatch)
+	if len(evs) > engine.MaxBatch {
+		t.Fatalf("apply: %d events, at most %d per batch", len(evs), engine.MaxBatch)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	return consumer.ApplyBatch(ctx, d.Pool, consumerName, h, evs)
+	return engine.ApplyBatch(ctx, d.Pool, consumerName, h, evs)
 }
 
 // Outcomes are the outcomes of results, for comparing with a want list.

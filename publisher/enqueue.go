@@ -1,7 +1,15 @@
-// Package publisher is hookbridge's transactional outbox: [Enqueue] writes
-// an outgoing event in the caller's transaction, so it commits or rolls
-// back together with the business change; the relay publishes committed
-// rows to JetStream with the row's stable id as Nats-Msg-Id.
+// Package publisher is how a handler sends events on: the transactional
+// outbox. Inside the transaction hookbridge hands to a handler, [Enqueue]
+// (or [EnqueueBatch] for many) writes each outgoing [Message] to the
+// outbox, so it commits or rolls back together with the handler's own
+// writes; after the commit hookbridge's relay publishes it to the EVENTS
+// stream with the message's ID as Nats-Msg-Id, so a redelivered webhook
+// never publishes twice. [DerivedID] gives a stable ID per consumer and
+// event.
+//
+// A batch handler that enqueues from several places can gather the
+// messages with [Deferred] and write them once, in one outbox pack.
+// [WithHeaders] adds headers to every message enqueued with a context.
 package publisher
 
 import (
@@ -253,7 +261,7 @@ func validate(m Message) error {
 		return fmt.Errorf("enqueue %s: subject %q must be %s.<token>[.<token>…]", m.ID, m.Subject, stream.EventsRoot)
 	}
 	for k, v := range m.Header {
-		if err := checkHeader(k, v); err != nil {
+		if err := stream.CheckHeader(k, v); err != nil {
 			return fmt.Errorf("enqueue %s: %w", m.ID, err)
 		}
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/hookbridge/hookbridge/cli"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge-bench/loadgen"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -83,8 +83,8 @@ func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
 		kong.Description("Drive signed webhooks at hookbridge and measure throughput, latency and exactly-once counts."),
 		kong.UsageOnError(),
 		kong.Vars{
-			"default_batch_size":  strconv.Itoa(consumer.DefaultBatchSize),
-			"default_concurrency": strconv.Itoa(consumer.DefaultConcurrency),
+			"default_batch_size":  strconv.Itoa(engine.DefaultBatchSize),
+			"default_concurrency": strconv.Itoa(engine.DefaultConcurrency),
 		},
 	}, options...)...)
 }

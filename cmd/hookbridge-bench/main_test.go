@@ -8,7 +8,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // The help states the consumer defaults serve uses (it said the default
@@ -23,8 +23,8 @@ func TestHelpStatesTheConsumerDefaults(t *testing.T) {
 	_, _ = parser.Parse([]string{"--help"}) // help exits through the no-op
 	help := strings.Join(strings.Fields(out.String()), " ")
 	for _, want := range []string{
-		fmt.Sprintf("In-process consumer batch size (0: hookbridge's default, %d)", consumer.DefaultBatchSize),
-		fmt.Sprintf("In-process consumer concurrency (0: hookbridge's default, %d)", consumer.DefaultConcurrency),
+		fmt.Sprintf("In-process consumer batch size (0: hookbridge's default, %d)", engine.DefaultBatchSize),
+		fmt.Sprintf("In-process consumer concurrency (0: hookbridge's default, %d)", engine.DefaultConcurrency),
 	} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help lacks %q:\n%s", want, out.String())

@@ -56,13 +56,13 @@ func inModule(prefixes ...string) func(pkg) bool {
 // rules are the import rules of the layout.
 var rules = []rule{
 	{
-		// internal/* are the shared vocabulary and infrastructure below the
-		// role packages; reaching back up would make a cycle of intent. (A
-		// store package under internal/ may be imported by them, never the
-		// reverse, so the same rule holds for it.)
-		name:   "nothing under internal/ imports app, bridge, consumer, publisher or cli",
+		// internal/* is the machinery below the packages a team calls:
+		// reaching back up would make a cycle of intent. The handler API
+		// (consumer, publisher) is the exception: the engine runs those
+		// handlers, so it imports their types.
+		name:   "nothing under internal/ imports app, bridge or cli",
 		from:   under("internal"),
-		banned: inModule("app", "bridge", "consumer", "publisher", "cli"),
+		banned: inModule("app", "bridge", "cli"),
 	},
 	{
 		// The ingress keeps accepting while Postgres is down.
@@ -88,13 +88,13 @@ var rules = []rule{
 		// The operator actions are shared by the admin API and the
 		// command line, below both.
 		name:   "ops imports neither app, cli, admin nor bridge",
-		from:   under("ops"),
-		banned: inModule("app", "cli", "admin", "bridge"),
+		from:   under("internal/ops"),
+		banned: inModule("app", "cli", "internal/admin", "bridge"),
 	},
 	{
 		// app mounts the admin API; the API gets what it needs from it.
 		name:   "admin imports neither app nor cli",
-		from:   under("admin"),
+		from:   under("internal/admin"),
 		banned: inModule("app", "cli"),
 	},
 	{
@@ -106,6 +106,13 @@ var rules = []rule{
 		name:   "consumer and publisher do not import bridge",
 		from:   func(p string) bool { return under("consumer")(p) || under("publisher")(p) },
 		banned: inModule("bridge"),
+	},
+	{
+		// The handler API is what a team's code compiles against; the
+		// engine and the relay build on it, never the reverse.
+		name:   "consumer and publisher import neither the engine nor the relay",
+		from:   func(p string) bool { return p == module+"/consumer" || p == module+"/publisher" },
+		banned: inModule("internal/engine", "internal/relay"),
 	},
 	{
 		// The test kit is public for teams' tests and used by hookbridge's
@@ -191,7 +198,7 @@ func TestImportRules(t *testing.T) {
 	t.Parallel()
 	pkgs := listModule(t)
 	// The rules must look at something: the packages they name exist.
-	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest", "ops", "admin"} {
+	for _, p := range []string{"app", "bridge", "bridge/verify", "cli", "consumer", "publisher", "internal/store", "internal/stream", "cmd/hookbridge", "cmd/hookbridge-bench", "hookbridgetest", "internal/ops", "internal/admin", "internal/engine", "internal/relay"} {
 		if _, ok := pkgs[module+"/"+p]; !ok {
 			t.Fatalf("go list does not report %s/%s; the rules would check nothing", module, p)
 		}
@@ -216,14 +223,19 @@ func TestImportRulesCatchViolations(t *testing.T) {
 	add(m("app"), false, m("examples/orders"))
 	add(m("internal/store"), false, "github.com/jackc/pgx/v5", m("internal/stream"))
 	add(m("consumer"), false, m("bridge"))
+	add(m("publisher"), false, m("internal/relay"))
 	add(m("cmd/hookbridge"), false, m("cmd/hookbridge-bench/loadgen"))
 	add(m("cli"), false, m("hookbridgetest"))
 	add(m("hookbridgetest"), false, m("app"))
-	add(m("ops"), false, m("admin"))
-	add(m("admin"), false, m("cli"))
+	add(m("internal/ops"), false, m("internal/admin"))
+	add(m("internal/admin"), false, m("cli"))
 	add("net/http", true)
 	got := violations(pkgs, rules)
-	if len(got) != len(rules) {
-		t.Fatalf("violations = %d, want one per rule (%d):\n%s", len(got), len(rules), strings.Join(got, "\n"))
+	// A made-up import may break more than one rule (an internal package
+	// importing cli breaks two); what matters is that each rule fires.
+	for _, r := range rules {
+		if !slices.ContainsFunc(got, func(v string) bool { return strings.HasPrefix(v, r.name+": ") }) {
+			t.Errorf("rule %q caught nothing in:\n%s", r.name, strings.Join(got, "\n"))
+		}
 	}
 }

@@ -3,6 +3,7 @@ package stream
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -228,4 +229,25 @@ func unhex(c byte) int {
 	default:
 		return -1
 	}
+}
+
+// CheckHeader refuses header names and values that would corrupt the NATS
+// protocol or override the headers the relay controls (Nats-*). Enqueue
+// checks a message's headers with it before they reach the outbox.
+func CheckHeader(name, value string) error {
+	if name == "" || len(name) > 256 {
+		return fmt.Errorf("header name %q: must be 1-256 characters", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c > '~' || c == ':' {
+			return fmt.Errorf("header name %q: invalid character", name)
+		}
+	}
+	if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") {
+		return fmt.Errorf("header name %q: Nats-* headers are reserved", name)
+	}
+	if strings.ContainsAny(value, "\r\n") {
+		return fmt.Errorf("header %q: value contains a line break", name)
+	}
+	return nil
 }

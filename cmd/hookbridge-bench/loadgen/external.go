@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -249,7 +249,7 @@ func (x *external) floor(ctx context.Context) error {
 // pgWork measures the Postgres CPU an event needs for its writes alone
 // (see [MeasurePostgresWork]), at the consumer's default batch size.
 func (x *external) pgWork(ctx context.Context) error {
-	w, err := MeasurePostgresWork(ctx, x.o.AdminURL, x.o.PGTotal, consumer.DefaultBatchSize)
+	w, err := MeasurePostgresWork(ctx, x.o.AdminURL, x.o.PGTotal, engine.DefaultBatchSize)
 	if err != nil {
 		return fmt.Errorf("postgres writes alone: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/examples/orders"
+	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/schema"
 )
@@ -59,7 +60,7 @@ func MeasurePostgresWork(ctx context.Context, adminURL string, total, batch int)
 				Body: body, BodySHA256: sha256.Sum256(body), Subject: "hooks.demo.order.created", StreamSeq: uint64(n + 1),
 				NumDelivered: 1, ReceivedAt: time.Now()})
 		}
-		for i, r := range consumer.ApplyBatch(ctx, pool, "orders", h, evs) {
+		for i, r := range engine.ApplyBatch(ctx, pool, "orders", h, evs) {
 			if r.Err != nil || r.Outcome != consumer.Processed {
 				return PostgresWork{}, fmt.Errorf("apply %s: %s %v", evs[i].ID, r.Outcome, r.Err)
 			}

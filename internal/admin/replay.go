@@ -1,0 +1,265 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
+)
+
+// replayRequest is the body of POST /api/v1/replay: the selectors of
+// `hookbridge replay`. since and until take an RFC 3339 time or a
+// duration meaning that long ago ("2h"). dry_run defaults to true.
+type replayRequest struct {
+	Consumer    string `json:"consumer"`
+	FromSeq     uint64 `json:"from_seq"`
+	ToSeq       uint64 `json:"to_seq"`
+	Since       string `json:"since"`
+	Until       string `json:"until"`
+	Type        string `json:"type"`
+	EventID     string `json:"event_id"`
+	DeadLetters bool   `json:"dead_letters"`
+	DryRun      *bool  `json:"dry_run"`
+	// OutOfOrder, with dead_letters, also applies the dead letters a later
+	// event of their ordering key has passed (left alone by default).
+	OutOfOrder bool `json:"out_of_order"`
+}
+
+// dryRunItems is how many messages a dry run's answer lists.
+const dryRunItems = 100
+
+type dryRunItem struct {
+	StreamSeq uint64 `json:"stream_seq"`
+	Source    string `json:"source"`
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	// Outcome is what applying would do: new, duplicate or conflict.
+	Outcome string `json:"outcome"`
+	// DeadLetterID and Note: the message is one of the consumer's
+	// unresolved dead letters, and what the real run does with it.
+	DeadLetterID int64  `json:"dead_letter_id,omitempty"`
+	Note         string `json:"note,omitempty"`
+	// PassedBy: a later event of its ordering key applied after it;
+	// Skipped: the real run leaves it alone for that reason.
+	PassedBy *ops.PassedBy `json:"passed_by,omitempty"`
+	Skipped  bool          `json:"skipped,omitempty"`
+}
+
+type dryRunSummary struct {
+	Messages int            `json:"messages"`
+	ByType   map[string]int `json:"by_type"`
+	// ByOutcome counts what applying would do (new, duplicate, conflict…).
+	ByOutcome map[string]int `json:"by_outcome"`
+	// NewDeadLetters counts the new ones that are unresolved dead letters
+	// (passed ones aside): the real run applies them again, and they fail
+	// again unless their cause was fixed.
+	NewDeadLetters int `json:"new_dead_letters"`
+	// PassedDeadLetters counts the dead letters a later event of their
+	// ordering key has passed: the real run leaves them alone unless
+	// out_of_order is set (then it applies them after those events).
+	PassedDeadLetters int `json:"passed_dead_letters"`
+}
+
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
+	var req replayRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Consumer == "" {
+		return httpError{http.StatusBadRequest, "consumer is required"}
+	}
+	now := time.Now()
+	since, err := ops.ParseWhen(req.Since, now)
+	if err != nil {
+		return err
+	}
+	until, err := ops.ParseWhen(req.Until, now)
+	if err != nil {
+		return err
+	}
+	sel := ops.ReplaySelectors{FromSeq: req.FromSeq, ToSeq: req.ToSeq, Since: since, Until: until, Type: req.Type,
+		EventID: req.EventID, DeadLetters: req.DeadLetters, DryRun: req.DryRun == nil || *req.DryRun, OutOfOrder: req.OutOfOrder}
+	// Checked before answering, so a wrong selector is a 400 rather than
+	// a failed job.
+	if _, err := h.o.Ops.ReplayOptions(req.Consumer, sel); err != nil {
+		return err
+	}
+	if sel.DryRun {
+		notes, err := h.o.Ops.DryRunNotes(r.Context(), req.Consumer, sel)
+		if err != nil {
+			return err
+		}
+		sum := dryRunSummary{ByType: map[string]int{}, ByOutcome: map[string]int{}}
+		items := []dryRunItem{}
+		_, err = h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it engine.ReplayItem) {
+			sum.Messages++
+			sum.ByType[it.Type]++
+			sum.ByOutcome[it.Outcome.String()]++
+			note := notes(it)
+			switch {
+			case note != nil && note.PassedBy != nil:
+				sum.PassedDeadLetters++
+			case note != nil && it.Outcome == consumer.ReplayNew:
+				sum.NewDeadLetters++
+			}
+			if len(items) < dryRunItems {
+				item := dryRunItem{StreamSeq: it.Seq, Source: it.Source, EventID: it.EventID, EventType: it.Type, Outcome: it.Outcome.String()}
+				if note != nil {
+					item.DeadLetterID, item.Note, item.PassedBy, item.Skipped = note.DeadLetterID, note.Note, note.PassedBy, note.Skipped
+				}
+				items = append(items, item)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"dry_run": true, "summary": sum, "items": items})
+		return nil
+	}
+	job := h.jobs.start(req.Consumer, sel)
+	h.audit(r, "replay.start", "consumer/"+req.Consumer, "started", "job_id", job,
+		"from_seq", sel.FromSeq, "to_seq", sel.ToSeq, "type", sel.Type, "dead_letters", sel.DeadLetters, "out_of_order", sel.OutOfOrder)
+	writeJSON(w, http.StatusAccepted, map[string]any{"job_id": job})
+	return nil
+}
+
+func (h *Handler) replayJob(w http.ResponseWriter, r *http.Request) error {
+	st, ok := h.jobs.get(r.PathValue("job"))
+	if !ok {
+		return httpError{http.StatusNotFound, "no such replay job (jobs are kept in memory by the instance that runs them)"}
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// jobState is the answer of GET /api/v1/replay/{job_id}.
+type jobState struct {
+	JobID    string `json:"job_id"`
+	Consumer string `json:"consumer"`
+	State    string `json:"state"` // running, done or failed
+	Done     int    `json:"done"`
+	Total    uint64 `json:"total"`
+	Error    string `json:"error"`
+	// Summary counts the outcomes once the job has ended.
+	Summary *engine.ReplaySummary `json:"summary,omitempty"`
+	// SkippedPassed counts the dead letters the job left alone because a
+	// later event of their ordering key had passed them; SkippedPassedList
+	// names the first [dryRunItems] of them.
+	SkippedPassed     int                     `json:"skipped_passed"`
+	SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list,omitempty"`
+	Started           time.Time               `json:"started_at"`
+}
+
+// maxJobs is how many replay jobs are remembered; the oldest ended ones
+// are forgotten first.
+const maxJobs = 100
+
+// jobs runs real replays in the background, so a long one outlives the
+// request that started it; they stop when the handler is closed.
+type jobs struct {
+	ops    *ops.Ops
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	byID  map[string]*jobState
+	order []string
+}
+
+func newJobs(o *ops.Ops, log *slog.Logger) *jobs {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &jobs{ops: o, log: log, ctx: ctx, cancel: cancel, byID: map[string]*jobState{}}
+}
+
+func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand does not fail on supported platforms
+	id := hex.EncodeToString(b[:])
+	st := &jobState{JobID: id, Consumer: name, State: "running", Started: time.Now().UTC()}
+	j.mu.Lock()
+	j.byID[id] = st
+	j.order = append(j.order, id)
+	j.forgetOld()
+	j.mu.Unlock()
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		res, err := j.run(name, sel, st)
+		sum := res.ReplaySummary
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		st.Summary = &sum
+		st.SkippedPassed = len(res.SkippedPassed)
+		st.SkippedPassedList = res.SkippedPassed[:min(len(res.SkippedPassed), dryRunItems)]
+		st.Total = max(st.Total, uint64(st.Done))
+		switch {
+		case err != nil:
+			st.State, st.Error = "failed", err.Error()
+		case sum.Failed > 0:
+			st.State, st.Error = "failed", strconv.Itoa(sum.Failed)+" event(s) failed; see the consumer's dead letters"
+		default:
+			st.State = "done"
+		}
+		j.log.Info("admin replay ended", "job_id", id, "consumer", name, "state", st.State, "selected", sum.Selected,
+			"processed", sum.Processed, "duplicate", sum.Duplicate, "failed", sum.Failed, "skipped_passed", st.SkippedPassed)
+	}()
+	return id
+}
+
+func (j *jobs) run(name string, sel ops.ReplaySelectors, st *jobState) (ops.ReplayResult, error) {
+	return j.ops.ReplayWith(j.ctx, name, sel, ops.ReplayHooks{
+		Planned: func(n uint64) {
+			j.mu.Lock()
+			st.Total = n
+			j.mu.Unlock()
+		},
+		Report: func(engine.ReplayItem) {
+			j.mu.Lock()
+			st.Done++
+			j.mu.Unlock()
+		},
+	})
+}
+
+// forgetOld drops the oldest ended jobs beyond maxJobs (j.mu held).
+func (j *jobs) forgetOld() {
+	for len(j.order) > maxJobs {
+		dropped := false
+		for i, id := range j.order {
+			if j.byID[id].State != "running" {
+				delete(j.byID, id)
+				j.order = append(j.order[:i], j.order[i+1:]...)
+				dropped = true
+				break
+			}
+		}
+		if !dropped {
+			return
+		}
+	}
+}
+
+func (j *jobs) get(id string) (jobState, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st, ok := j.byID[id]
+	if !ok {
+		return jobState{}, false
+	}
+	return *st, true
+}
+
+func (j *jobs) close() {
+	j.cancel()
+	j.wg.Wait()
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/store"
+	"github.com/hookbridge/hookbridge/internal/stream"
+)
+
+// Reasons a message is dead-lettered.
+const (
+	// ReasonMaxDeliver: the last delivery allowed by max_deliver failed.
+	ReasonMaxDeliver = "max_deliver"
+	// ReasonPermanent: the handler returned an error marked [Permanent].
+	ReasonPermanent = "permanent"
+	// ReasonUnusable: the message lacks a source, event id or type.
+	ReasonUnusable = "unusable"
+)
+
+// ResolutionReplayed is the resolution of a dead letter that a replay
+// applied (or found already applied).
+const ResolutionReplayed = "replayed"
+
+// ResolutionRequeued is the resolution of a dead letter an operator
+// requeued one by one (the admin API, `dead-letters requeue`) and that
+// then applied.
+const ResolutionRequeued = "requeued"
+
+// ResolutionDiscarded is the resolution of a dead letter an operator
+// discarded: it is kept and marked, and a requeue no longer applies it.
+// A range replay that covers its message re-delivers it like any other
+// message in the range.
+const ResolutionDiscarded = "discarded"
+
+// ErrDeadLetterNotFound is returned by [GetDeadLetter] for an unknown id.
+var ErrDeadLetterNotFound = errors.New("dead letter not found")
+
+// DeadLetter is one row of the dead letters (the store's row type).
+type DeadLetter = store.DeadLetter
+
+// RecordDeadLetter inserts d. Recording the same message again (same
+// consumer, source, event id and stream sequence) keeps one row and only
+// refreshes the delivery count and error of an unresolved one. The
+// message's failure counter (hookbridge.delivery_failures) is deleted in
+// the same statement: it has done its job. The statement runs under the
+// message's lock (see countFailure), so a failure of another delivery
+// counted at the same moment is deleted too or sees the dead letter.
+func RecordDeadLetter(ctx context.Context, pool *pgxpool.Pool, d DeadLetter) error {
+	body := d.Body
+	if body == nil {
+		body = []byte{}
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockMessage(ctx, tx, d.Consumer, d.Source, d.EventID, d.StreamSeq); err != nil {
+			return err
+		}
+		rec := d
+		rec.Body = body
+		rec.LastError = ShortError(d.LastError)
+		err := store.DeadLetterInsert(ctx, tx, rec)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record dead letter %s seq %d: %w", d.Consumer, d.StreamSeq, err)
+	}
+	return nil
+}
+
+// DeadLetterFilter selects dead letters; zero fields match everything.
+type DeadLetterFilter = store.DeadLetterListParams
+
+// ListDeadLetters returns the matching dead letters without bodies, in
+// stream order.
+func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, f DeadLetterFilter) ([]DeadLetter, error) {
+	out, err := store.DeadLetterList(ctx, pool, f)
+	if err != nil {
+		return nil, fmt.Errorf("list dead letters: %w", err)
+	}
+	return out, nil
+}
+
+// GetDeadLetter returns one dead letter with its body.
+func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLetter, error) {
+	d, err := store.DeadLetterGet(ctx, pool, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrDeadLetterNotFound)
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
+	}
+	return d, nil
+}
+
+// noteReplayFailure keeps the latest error of a dead letter whose replay
+// failed again, so `dead-letters show` tells why.
+func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, err error) error {
+	dbErr := store.DeadLetterNoteError(ctx, pool, consumer, messageKey(&ev), ShortError("replay: "+err.Error()))
+	if dbErr != nil {
+		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, ev.StreamSeq, dbErr)
+	}
+	return nil
+}
+
+// ShortError makes an error text safe to store: one line, credentials in
+// URLs removed, at most 500 bytes (see internal/errtext, which the relay's
+// last_error uses too).
+func ShortError(s string) string { return errtext.Short(s) }
+
+// deadLetter records the message in hookbridge.dead_letters and terms it.
+// When the row cannot be written the message is nak'd instead: it is
+// never terminated without a row.
+func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, cause error) action {
+	attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
+		"subject", ev.Subject, "seq", ev.StreamSeq, "delivery", ev.NumDelivered, "reason", reason,
+		"err", errtext.ForLog(cause)}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if t := c.opts.Tracer; t != nil {
+		ctx = t.TraceDeadLetterStart(ctx, TraceDeadLetterStartData{Consumer: c.opts.Name, Event: ev, Reason: reason})
+	}
+	err := RecordDeadLetter(ctx, c.pool, DeadLetter{
+		Consumer:    c.opts.Name,
+		Source:      ev.Source,
+		EventID:     ev.ID,
+		EventType:   ev.Type,
+		Subject:     ev.Subject,
+		StreamSeq:   ev.StreamSeq,
+		Deliveries:  int(ev.NumDelivered),
+		Reason:      reason,
+		LastError:   cause.Error(),
+		Body:        ev.Body,
+		OrderingKey: ev.OrderingKey,
+	})
+	if t := c.opts.Tracer; t != nil {
+		t.TraceDeadLetterEnd(ctx, TraceDeadLetterEndData{Consumer: c.opts.Name, Err: err})
+	}
+	if err != nil {
+		if IsTransient(err) {
+			c.gate.close()
+		}
+		retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
+		c.opts.Logger.Error("dead letter not recorded; message kept for redelivery",
+			append(attrs, "record_err", errtext.ForLog(err), "retry_in", retry.delay)...)
+		return retry
+	}
+	c.opts.Logger.Error("event dead-lettered", attrs...)
+	return action{kind: term}
+}
+
+// recordPassed records on dead's dead letter that later, an event of the
+// same ordering key, was applied after it. Best effort: a lost mark only
+// means a requeue of the dead letter will not warn that its key moved on.
+func (c *Consumer) recordPassed(ctx context.Context, dead deadRef, later *kmsg) {
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	laterID := later.msg.Headers().Get(stream.HeaderEventID)
+	if err := store.DeadLetterMarkPassed(dctx, c.pool, c.opts.Name, dead.MessageKey, laterID, later.seq); err != nil {
+		c.opts.Logger.Warn("could not record that a dead letter's key moved on", "consumer", c.opts.Name,
+			"event_id", dead.EventID, "seq", dead.StreamSeq, "err", errtext.ForLog(err))
+	}
+}
+
+// unpassedDeadLetters are the dead letters of partition p's keys (among
+// partitions) that no later event of their key has passed yet.
+func (c *Consumer) unpassedDeadLetters(ctx context.Context, p, partitions int) ([]deadRef, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rows, err := store.DeadLetterListUnpassed(ctx, c.pool, c.opts.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read dead letters of consumer %s: %w", c.opts.Name, err)
+	}
+	var out []deadRef
+	for _, r := range rows {
+		if stream.Partition(r.OrderingKey, partitions) == p {
+			out = append(out, deadRef{partition: p, key: r.OrderingKey, MessageKey: r.MessageKey})
+		}
+	}
+	return out, nil
+}

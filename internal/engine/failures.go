@@ -1,0 +1,105 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hookbridge/hookbridge/internal/store"
+)
+
+// A message's failures that count toward max_deliver live in
+// hookbridge.delivery_failures, keyed by consumer, source, event id and
+// stream sequence. JetStream's delivery count is no substitute: it also
+// grows with every nak after a transient failure and every ack_wait
+// redelivery, and an outage must never dead-letter an event.
+//
+// The counter is written on the pool, outside the transaction that failed
+// (that one rolled back, and anything written in it with it). It is
+// deleted inside the transaction that applies the event, so an applied
+// event never leaves a counter behind and a rolled-back apply never loses
+// one, and together with the dead-letter row.
+
+// countTimeout bounds the counter's upsert: when the database hangs, the
+// failure cannot be counted and the message is nak'd instead, without
+// holding the batch for long.
+const countTimeout = 5 * time.Second
+
+// countFailure adds one failure to the message's counter and returns the
+// new count, or 0 when the message was settled meanwhile by another
+// delivery of it (applied, or dead-lettered): two deliveries of one
+// message can be in flight at once after an ack_wait expiry, and a
+// counter created after the other one's dead letter or apply deleted it
+// would stay forever.
+//
+// Checking for the other delivery's inbox or dead-letter row is not
+// enough on its own: in READ COMMITTED the upsert does not see a row the
+// other delivery has not committed yet, and that one's deletion of the
+// counter has already run (the apply deletes it with its claim). So the
+// upsert first waits for both: it tries the message's inbox claim, which
+// waits for an apply of the key in flight exactly as a racing claim does
+// (and holds off a new one until this transaction ends, after which that
+// one's deletion sees this counter), and takes the message's lock that
+// [RecordDeadLetter] takes. The probe's inbox row is deleted again in the
+// same transaction; nobody ever sees it.
+func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var n int
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if err := lockMessage(ctx, tx, consumer, ev.Source, ev.ID, ev.StreamSeq); err != nil {
+			return err
+		}
+		probed, err := store.InboxClaim(ctx, tx, consumer, inboxEntry(&ev))
+		if err != nil {
+			return fmt.Errorf("probe inbox: %w", err)
+		}
+		if probed {
+			if err := store.InboxDelete(ctx, tx, consumer, ev.Source, ev.ID); err != nil {
+				return fmt.Errorf("remove inbox probe: %w", err)
+			}
+		}
+		n, err = store.FailureIncrement(ctx, tx, consumer, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq},
+			ShortError(cause.Error()))
+		if errors.Is(err, pgx.ErrNoRows) {
+			n = 0
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+	}
+	return n, nil
+}
+
+// lockMessage takes the transaction lock that serialises the failure
+// counter's upsert with the dead letter of the same message, so that
+// neither misses the other's committed row.
+func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, seq uint64) error {
+	if err := store.MessageLock(ctx, tx, consumer, source, id, seq); err != nil {
+		return fmt.Errorf("lock message: %w", err)
+	}
+	return nil
+}
+
+// queueClearFailures adds the deletion of the counters of evs' redelivered
+// messages to b and reports whether it did (no event was redelivered: no
+// counter can exist, nothing is queued).
+func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
+	var keys []store.MessageKey
+	for _, ev := range evs {
+		if ev.NumDelivered > 1 {
+			keys = append(keys, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq})
+		}
+	}
+	if len(keys) == 0 {
+		return false
+	}
+	store.QueueFailureClear(b, consumer, keys)
+	return true
+}
