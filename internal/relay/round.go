@@ -736,7 +736,7 @@ func decodeHeaders(raw []byte) (nats.Header, error) {
 		return nil, errors.New("headers column is not a JSON object of strings")
 	}
 	for k, v := range m {
-		if err := checkHeader(k, v); err != nil {
+		if err := stream.CheckHeader(k, v); err != nil {
 			return nil, err
 		}
 		hdr[k] = []string{v}
@@ -744,25 +744,6 @@ func decodeHeaders(raw []byte) (nats.Header, error) {
 	return hdr, nil
 }
 
-// checkHeader refuses header names and values that would corrupt the NATS
-// protocol or override the headers the relay controls (Nats-*).
-func checkHeader(name, value string) error {
-	if name == "" || len(name) > 256 {
-		return fmt.Errorf("header name %q: must be 1-256 characters", name)
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c > '~' || c == ':' {
-			return fmt.Errorf("header name %q: invalid character", name)
-		}
-	}
-	if len(name) >= 5 && strings.EqualFold(name[:5], "nats-") {
-		return fmt.Errorf("header name %q: Nats-* headers are reserved", name)
-	}
-	if strings.ContainsAny(value, "\r\n") {
-		return fmt.Errorf("header %q: value contains a line break", name)
-	}
-	return nil
-}
 
 // checkSubject refuses subjects NATS would reject or treat as wildcards.
 func checkSubject(s string) error {
