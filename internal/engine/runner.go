@@ -154,34 +154,55 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		bg.Wait()
 	}()
 
-	applyCtx := context.WithoutCancel(ctx)
-	batch := make([]jetstream.Msg, 0, r.batchSize)
-	var inflight atomic.Int32 // batches handed to workers and not yet acked
-	flush := func() {
-		if len(batch) == 0 {
-			return
-		}
-		msgs := batch
-		batch = make([]jetstream.Msg, 0, r.batchSize)
-		inflight.Add(1)
-		// The in-progress acks start now, not when a worker takes the
-		// batch: workers.Go waits while every worker is busy, possibly for
-		// longer than ack_wait, and the batch is out of the queue (whose
-		// in-progress acks no longer cover it) from here on.
-		stopProgress := r.keepInProgress(msgs)
-		// While the database is unreachable no batch starts: it would
-		// only fail and be nak'd, and come back for another try while
-		// the outage lasts. It waits here, kept by its in-progress acks,
-		// until the gate's ping finds the database again (or shutdown).
-		if r.hold != nil {
-			r.hold(ctx)
-		}
-		workers.Go(func() {
-			defer q.nudge()
-			defer inflight.Add(-1)
-			r.applyAndAck(applyCtx, msgs, stopProgress)
-		})
+	b := &batcher{r: r, ctx: ctx, applyCtx: context.WithoutCancel(ctx), workers: workers, q: q,
+		batch: make([]jetstream.Msg, 0, r.batchSize)}
+	b.run()
+	// The feeder has returned (it closed the queue): its error is set.
+	return feedErr
+}
+
+// batcher takes messages off the queue into batches and hands each to a
+// worker (see run for when a batch is handed over).
+type batcher struct {
+	r        *runner
+	ctx      context.Context
+	applyCtx context.Context // applies outlive shutdown's cancel
+	workers  *pool.Pool
+	q        *msgQueue
+	batch    []jetstream.Msg
+	inflight atomic.Int32 // batches handed to workers and not yet acked
+}
+
+// flush hands the batch being filled to a worker.
+func (b *batcher) flush() {
+	if len(b.batch) == 0 {
+		return
 	}
+	msgs := b.batch
+	b.batch = make([]jetstream.Msg, 0, b.r.batchSize)
+	b.inflight.Add(1)
+	// The in-progress acks start now, not when a worker takes the
+	// batch: workers.Go waits while every worker is busy, possibly for
+	// longer than ack_wait, and the batch is out of the queue (whose
+	// in-progress acks no longer cover it) from here on.
+	stopProgress := b.r.keepInProgress(msgs)
+	// While the database is unreachable no batch starts: it would
+	// only fail and be nak'd, and come back for another try while
+	// the outage lasts. It waits here, kept by its in-progress acks,
+	// until the gate's ping finds the database again (or shutdown).
+	if b.r.hold != nil {
+		b.r.hold(b.ctx)
+	}
+	b.workers.Go(func() {
+		defer b.q.nudge()
+		defer b.inflight.Add(-1)
+		b.r.applyAndAck(b.applyCtx, msgs, stopProgress)
+	})
+}
+
+// run batches the queue's messages until the queue is closed, then hands
+// over what is left.
+func (b *batcher) run() {
 	// A batch waits at most batchWait from its first message: a deadline
 	// for the whole batch, not a wait per message, which let a batch take
 	// up to batchSize × batchWait to fill at moderate rates.
@@ -208,44 +229,42 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 			msg jetstream.Msg
 			st  popState
 		)
-		if len(batch) == 0 {
-			msg, st = q.pop(time.Time{})
+		if len(b.batch) == 0 {
+			msg, st = b.q.pop(time.Time{})
 		} else {
 			// Past the deadline pop still hands over what is queued
 			// already, without waiting: a batch takes everything that
 			// is there (up to batchSize) and never waits past it.
 			deadline := waitUntil
-			if inflight.Load() > 0 && holdUntil.After(deadline) {
+			if b.inflight.Load() > 0 && holdUntil.After(deadline) {
 				deadline = holdUntil
 			}
-			msg, st = q.pop(deadline)
+			msg, st = b.q.pop(deadline)
 		}
 		if st == popTimedOut || st == popNudged {
-			if len(batch) == 0 {
+			if len(b.batch) == 0 {
 				continue
 			}
-			if now := time.Now(); now.Before(waitUntil) || (inflight.Load() > 0 && now.Before(holdUntil)) {
+			if now := time.Now(); now.Before(waitUntil) || (b.inflight.Load() > 0 && now.Before(holdUntil)) {
 				continue
 			}
-			flush()
+			b.flush()
 			continue
 		}
 		if st == popClosed {
 			break
 		}
-		batch = append(batch, msg)
-		if len(batch) == 1 {
+		b.batch = append(b.batch, msg)
+		if len(b.batch) == 1 {
 			now := time.Now()
-			waitUntil = now.Add(r.batchWait)
-			holdUntil = now.Add(max(r.batchWait, partialHold))
+			waitUntil = now.Add(b.r.batchWait)
+			holdUntil = now.Add(max(b.r.batchWait, partialHold))
 		}
-		if len(batch) >= r.batchSize {
-			flush()
+		if len(b.batch) >= b.r.batchSize {
+			b.flush()
 		}
 	}
-	flush()
-	// The feeder has returned (it closed the queue): its error is set.
-	return feedErr
+	b.flush()
 }
 
 // partialHold is the longest a batch that is not full waits for another
