@@ -47,7 +47,8 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	}
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		o.Logger = app.NewLogger(cfg, io.Discard) // the summary is the output
-		if _, err := o.ReplayOptions(c.Consumer, sel); err != nil {
+		plan, err := o.PlanReplay(c.Consumer, sel)
+		if err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 		out := newReplayPrinter(rt.stdout, c.JSON)
@@ -58,7 +59,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		}
 		prog := startProgress(rt.stderr)
 		defer prog.stop()
-		res, err := o.ReplayWith(ctx, c.Consumer, sel, ops.ReplayHooks{
+		res, err := o.RunReplay(ctx, plan, ops.ReplayHooks{
 			Planned: prog.planned,
 			Report: func(it engine.ReplayItem) {
 				prog.add()

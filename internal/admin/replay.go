@@ -89,7 +89,8 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		EventID: req.EventID, DeadLetters: req.DeadLetters, DryRun: req.DryRun == nil || *req.DryRun, OutOfOrder: req.OutOfOrder}
 	// Checked before answering, so a wrong selector is a 400 rather than
 	// a failed job.
-	if _, err := h.o.Ops.ReplayOptions(req.Consumer, sel); err != nil {
+	plan, err := h.o.Ops.PlanReplay(req.Consumer, sel)
+	if err != nil {
 		return err
 	}
 	if sel.DryRun {
@@ -99,7 +100,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		}
 		sum := dryRunSummary{ByType: map[string]int{}, ByOutcome: map[string]int{}}
 		items := []dryRunItem{}
-		_, err = h.o.Ops.Replay(r.Context(), req.Consumer, sel, func(it engine.ReplayItem) {
+		_, err = h.o.Ops.RunReplay(r.Context(), plan, ops.ReplayHooks{Report: func(it engine.ReplayItem) {
 			sum.Messages++
 			sum.ByType[it.Type]++
 			sum.ByOutcome[it.Outcome.String()]++
@@ -117,14 +118,14 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 				}
 				items = append(items, item)
 			}
-		})
+		}})
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"dry_run": true, "summary": sum, "items": items})
 		return nil
 	}
-	job := h.jobs.start(req.Consumer, sel)
+	job := h.jobs.start(plan)
 	h.audit(r, "replay.start", "consumer/"+req.Consumer, "started", "job_id", job,
 		"from_seq", sel.FromSeq, "to_seq", sel.ToSeq, "type", sel.Type, "dead_letters", sel.DeadLetters, "out_of_order", sel.OutOfOrder)
 	writeJSON(w, http.StatusAccepted, map[string]any{"job_id": job})
@@ -181,7 +182,8 @@ func newJobs(o *ops.Ops, log *slog.Logger) *jobs {
 	return &jobs{ops: o, log: log, ctx: ctx, cancel: cancel, byID: map[string]*jobState{}}
 }
 
-func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
+func (j *jobs) start(plan *ops.ReplayPlan) string {
+	name := plan.Consumer()
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand does not fail on supported platforms
 	id := hex.EncodeToString(b[:])
@@ -194,7 +196,7 @@ func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
 	j.wg.Add(1)
 	go func() {
 		defer j.wg.Done()
-		res, err := j.run(name, sel, st)
+		res, err := j.run(plan, st)
 		sum := res.ReplaySummary
 		j.mu.Lock()
 		defer j.mu.Unlock()
@@ -216,8 +218,8 @@ func (j *jobs) start(name string, sel ops.ReplaySelectors) string {
 	return id
 }
 
-func (j *jobs) run(name string, sel ops.ReplaySelectors, st *jobState) (ops.ReplayResult, error) {
-	return j.ops.ReplayWith(j.ctx, name, sel, ops.ReplayHooks{
+func (j *jobs) run(plan *ops.ReplayPlan, st *jobState) (ops.ReplayResult, error) {
+	return j.ops.RunReplay(j.ctx, plan, ops.ReplayHooks{
 		Planned: func(n uint64) {
 			j.mu.Lock()
 			st.Total = n

@@ -135,7 +135,7 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptio
 // requeueApply replays d's message alone and returns what became of it
 // (nil: the row was resolved meanwhile, nothing was applied).
 func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*engine.ReplayItem, error) {
-	opts, err := o.ReplayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
+	opts, err := o.replayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
 	if err != nil {
 		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
 	}

@@ -29,9 +29,33 @@ type ReplaySelectors struct {
 	OutOfOrder bool
 }
 
-// ReplayOptions resolves the consumer's handler and subscription, as
-// serve does, and combines them with the selectors.
-func (o *Ops) ReplayOptions(name string, sel ReplaySelectors) (engine.ReplayOptions, error) {
+// ReplayPlan is a replay checked and resolved, ready to run: the one
+// shape every caller (the CLI, the admin API, a dead letter's requeue)
+// hands to [Ops.RunReplay], so that a request is checked once, before it
+// is answered.
+type ReplayPlan struct {
+	sel  ReplaySelectors
+	opts engine.ReplayOptions
+}
+
+// Consumer is the consumer the plan replays to.
+func (p *ReplayPlan) Consumer() string { return p.opts.Consumer }
+
+// Selectors are the plan's selectors.
+func (p *ReplayPlan) Selectors() ReplaySelectors { return p.sel }
+
+// PlanReplay checks the selectors against the consumer and resolves its
+// handler and subscription, as serve does. A wrong selector is ErrInvalid.
+func (o *Ops) PlanReplay(name string, sel ReplaySelectors) (*ReplayPlan, error) {
+	opts, err := o.replayOptions(name, sel)
+	if err != nil {
+		return nil, err
+	}
+	return &ReplayPlan{sel: sel, opts: opts}, nil
+}
+
+// replayOptions builds the engine's options of a replay to consumer name.
+func (o *Ops) replayOptions(name string, sel ReplaySelectors) (engine.ReplayOptions, error) {
 	c, err := o.Consumer(name)
 	if err != nil {
 		return engine.ReplayOptions{}, err
@@ -90,20 +114,28 @@ type ReplayResult struct {
 	SkippedPassed []SkippedDeadLetter `json:"skipped_passed"`
 }
 
-// ReplayWith re-delivers the selected messages of HOOKS to the consumer
-// through its inbox ([consumer.Replay]), calling hooks as it goes. A
-// real `--dead-letters` replay without OutOfOrder leaves the dead letters
-// a later event of their key has passed alone (ReplayResult.SkippedPassed)
-// and applies the others, each narrowed to its own message as a requeue
-// does; a dry run reads them all (see [Ops.DryRunNotes]).
+// ReplayWith plans a replay ([Ops.PlanReplay]) and runs it
+// ([Ops.RunReplay]).
 func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, hooks ReplayHooks) (ReplayResult, error) {
-	res := ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
+	plan, err := o.PlanReplay(name, sel)
+	if err != nil {
+		return ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}},
+			fmt.Errorf("replay: %w", err)
+	}
+	return o.RunReplay(ctx, plan, hooks)
+}
+
+// RunReplay re-delivers the plan's messages of HOOKS to its consumer
+// through the inbox, calling hooks as it goes. A real `--dead-letters`
+// replay without OutOfOrder leaves the dead letters a later event of
+// their key has passed alone (ReplayResult.SkippedPassed) and applies the
+// others, each narrowed to its own message as a requeue does; a dry run
+// reads them all (see [Ops.DryRunNotes]).
+func (o *Ops) RunReplay(ctx context.Context, plan *ReplayPlan, hooks ReplayHooks) (ReplayResult, error) {
+	sel, opts := plan.sel, plan.opts
+	res := ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: opts.Consumer, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
 	if o.JS == nil {
 		return res, fmt.Errorf("replay: %w", errNoJetStream)
-	}
-	opts, err := o.ReplayOptions(name, sel)
-	if err != nil {
-		return res, fmt.Errorf("replay: %w", err)
 	}
 	opts.Report, opts.Planned = hooks.Report, hooks.Planned
 	if sel.DeadLetters && !sel.DryRun && !sel.OutOfOrder {
@@ -119,7 +151,7 @@ func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, 
 
 // runReplay is the one call of the engine's replay: every replay,
 // requeue and in-order dead-letter replay comes through here with options
-// [Ops.ReplayOptions] built and checked.
+// [Ops.PlanReplay] built and checked.
 func (o *Ops) runReplay(ctx context.Context, opts engine.ReplayOptions) (engine.ReplaySummary, error) {
 	return engine.Replay(ctx, o.Pool, o.JS, opts)
 }
