@@ -744,7 +744,6 @@ func decodeHeaders(raw []byte) (nats.Header, error) {
 	return hdr, nil
 }
 
-
 // checkSubject refuses subjects NATS would reject or treat as wildcards.
 func checkSubject(s string) error {
 	if s == "" {
