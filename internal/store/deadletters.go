@@ -207,20 +207,7 @@ func DeadLetterNoteError(ctx context.Context, q Querier, consumer string, k Mess
 
 // DeadLetterCountUnresolvedByConsumer counts the unresolved dead letters per consumer.
 func DeadLetterCountUnresolvedByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
-	rows, err := q.Query(ctx, sqlDeadLetterCountUnresolvedByConsumer)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int64{}
-	var name string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error {
-		out[name] = n
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return countsByConsumer(ctx, q, sqlDeadLetterCountUnresolvedByConsumer)
 }
 
 // MessageLock takes the transaction-scoped advisory lock of one message
@@ -389,7 +376,12 @@ func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
 
 // FailureCountByConsumer counts the messages failing right now per consumer.
 func FailureCountByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
-	rows, err := q.Query(ctx, sqlFailureCountByConsumer)
+	return countsByConsumer(ctx, q, sqlFailureCountByConsumer)
+}
+
+// countsByConsumer runs sql, whose rows are (consumer, count), into a map.
+func countsByConsumer(ctx context.Context, q Querier, sql string) (map[string]int64, error) {
+	rows, err := q.Query(ctx, sql)
 	if err != nil {
 		return nil, err
 	}
