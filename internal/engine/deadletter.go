@@ -179,7 +179,7 @@ func (c *Consumer) unpassedDeadLetters(ctx context.Context, p, partitions int) (
 	var out []deadRef
 	for _, r := range rows {
 		if stream.Partition(r.OrderingKey, partitions) == p {
-			out = append(out, deadRef{partition: p, key: r.OrderingKey, MessageKey: r.MessageKey})
+			out = append(out, deadRef{partition: p, key: orderKey(r.Source, r.OrderingKey), MessageKey: r.MessageKey})
 		}
 	}
 	return out, nil

@@ -45,7 +45,8 @@ type kmsg struct {
 	msg       jetstream.Msg
 	partition int
 	seq       uint64
-	key       string
+	// key is its source and ordering key ([orderKey]).
+	key string
 	// gen is the partition's pin generation it arrived under.
 	gen uint64
 	// retries counts the failed applies retried here; JetStream's

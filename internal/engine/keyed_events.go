@@ -146,7 +146,8 @@ func (s *keyedScheduler) onArrive(p int, msg jetstream.Msg) {
 	if ps == nil || s.fenced.Load() {
 		return // not served here (any more): unacked, it comes back after ack_wait
 	}
-	km := &kmsg{msg: msg, partition: p, key: msg.Headers().Get(stream.HeaderOrderingKey), gen: ps.gen, progress: time.Now()}
+	h := msg.Headers()
+	km := &kmsg{msg: msg, partition: p, key: orderKey(h.Get(stream.HeaderSource), h.Get(stream.HeaderOrderingKey)), gen: ps.gen, progress: time.Now()}
 	if md, err := msg.Metadata(); err == nil {
 		km.seq = md.Sequence.Stream
 	}

@@ -502,7 +502,7 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 			if m.Sequence > to {
 				break
 			}
-			found = append(found, ref{foreignMsg{m.Sequence, m.Header.Get(stream.HeaderOrderingKey)},
+			found = append(found, ref{foreignMsg{m.Sequence, orderKey(m.Header.Get(stream.HeaderSource), m.Header.Get(stream.HeaderOrderingKey))},
 				m.Header.Get(stream.HeaderSource), m.Header.Get(stream.HeaderEventID)})
 			if len(found) > maxForeignScan {
 				return nil, errForeignScan
