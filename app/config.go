@@ -221,6 +221,10 @@ type ConsumerConfig struct {
 	MaxAckPending  int             `yaml:"max_ack_pending"`
 	HandlerTimeout time.Duration   `yaml:"handler_timeout"`
 	Backoff        []time.Duration `yaml:"backoff"`
+	// PostponeLimit bounds how long an event its handler postponed
+	// (it needs a later event of its key first) waits before it is
+	// dead-lettered (engine.DefaultPostponeLimit).
+	PostponeLimit time.Duration `yaml:"postpone_limit"`
 
 	// SQL declares the consumer with SQL statements instead of a Go
 	// handler (sqlconsumers.go); a consumer names one or the other.
@@ -700,6 +704,9 @@ func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
 	}
 	if cc.Concurrency < 0 {
 		bad(key+".concurrency", "must not be negative")
+	}
+	if cc.PostponeLimit < 0 {
+		bad(key+".postpone_limit", "must not be negative (0: the default, %s)", engine.DefaultPostponeLimit)
 	}
 }
 

@@ -674,6 +674,7 @@ func (s *Server) consumers() ([]*engine.Consumer, error) {
 			MaxAckPending:  cc.MaxAckPending,
 			HandlerTimeout: cc.HandlerTimeout,
 			Backoff:        cc.Backoff,
+			PostponeLimit:  cc.PostponeLimit,
 			Logger:         s.log,
 			Tracer:         s.tracer(),
 			Partitions:     s.cfg.ConsumerPartitions(cc),

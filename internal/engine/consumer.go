@@ -65,6 +65,11 @@ type Options struct {
 	// by the delivery count; the last one repeats. Default 1s, 2s, 5s, 10s,
 	// 30s, 1m.
 	Backoff []time.Duration
+	// PostponeLimit is how long an event may wait after its handler first
+	// postponed it ([consumer.Postpone]: it needs a later event of its
+	// key first) before it is dead-lettered (default
+	// [DefaultPostponeLimit]).
+	PostponeLimit time.Duration
 
 	Logger *slog.Logger
 	// Tracer, when set, observes each applied batch and each dead letter
@@ -78,6 +83,10 @@ type Options struct {
 	// ("<name>~pNN"), spread over the instances that run it, and applies
 	// the events of one key in stream order (docs/DESIGN.md, "Order").
 	Partitions int
+
+	// maxForeignScan bounds what a takeover reads (0: maxForeignScan);
+	// tests lower it.
+	maxForeignScan int
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -90,6 +99,13 @@ const DefaultAckWait = 30 * time.Second
 // DefaultHandlerTimeout bounds one apply's transaction when
 // Options.HandlerTimeout (or a replay's ApplyTimeout) is unset.
 const DefaultHandlerTimeout = 30 * time.Second
+
+// DefaultPostponeLimit is how long a postponed event may wait for a later
+// event of its key, unless Options.PostponeLimit says otherwise: long
+// enough for senders that retry a failed delivery for a while (the later
+// event may be the earlier one's retry), short enough that a postponement
+// that will never succeed shows up as a dead letter the same day.
+const DefaultPostponeLimit = time.Hour
 
 // DefaultConcurrency is how many batches a consumer applies at once when
 // the options name no number.
@@ -149,6 +165,9 @@ func (o *Options) setDefaults() error {
 	}
 	if len(o.Backoff) == 0 {
 		o.Backoff = defaultBackoff
+	}
+	if o.PostponeLimit <= 0 {
+		o.PostponeLimit = DefaultPostponeLimit
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -305,6 +324,8 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		switch {
 		case res.Outcome == Failed && isHeld(res.Err):
 			actions[i] = action{kind: hold}
+		case res.Outcome == Failed && isPostponed(res.Err):
+			actions[i] = c.onPostponed(ctx, ev, res.Err, attrs)
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it

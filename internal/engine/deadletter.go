@@ -22,6 +22,9 @@ const (
 	ReasonPermanent = "permanent"
 	// ReasonUnusable: the message lacks a source, event id or type.
 	ReasonUnusable = "unusable"
+	// ReasonPostponed: the handler postponed the event for longer than
+	// the consumer's postpone_limit ([consumer.Postpone]).
+	ReasonPostponed = "postponed"
 )
 
 // ResolutionReplayed is the resolution of a dead letter that a replay

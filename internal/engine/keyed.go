@@ -54,6 +54,9 @@ type kmsg struct {
 	retries  uint64
 	busy     bool      // in a batch being applied
 	progress time.Time // last in-progress ack, or arrival
+	// postponed: its handler said it needs a later event of its key
+	// first; it is tried again right after each later event applies.
+	postponed bool
 }
 
 // keyState is one ordering key's place in the scheduler.
@@ -62,8 +65,11 @@ type keyState struct {
 	queue     []*kmsg   // not yet in a batch, in stream order
 	busy      bool      // a batch with messages of this key is in flight
 	retryAt   time.Time // set while blocked after a failure
-	ready     bool      // in the ready list
-	readyAt   time.Time
+	// forLater: blocked only because every queued message is postponed;
+	// the next message of the key to arrive ends the block.
+	forLater bool
+	ready    bool // in the ready list
+	readyAt  time.Time
 	// foreign counts the key's messages another member may still hold
 	// unapplied (see [keyedScheduler.openForeign]).
 	foreign int
@@ -115,15 +121,18 @@ type deadRef struct {
 type partCounters struct {
 	arrived atomic.Uint64 // distinct messages taken in, ever
 	settled atomic.Uint64 // of those, acked, terminated, nak'd or dropped
-	// parked are held messages whose keys wait for messages another
-	// member held: they do not count against the partition's window,
-	// or a window full of them would stop the pulls that bring those
-	// messages back (the server redelivers them first, even at
-	// MaxAckPending, which bounds what parks).
+	// parked are held messages staged behind a gate, or whose keys wait
+	// for messages another member held: they do not count against the
+	// partition's window, or a window full of them would stop the pulls
+	// that bring those messages back (the server redelivers them first,
+	// even at MaxAckPending, which bounds what parks).
 	parked atomic.Int64
 	// inbound are messages handed over and not yet taken in: they count
 	// against the window before they count as arrived.
 	inbound atomic.Int64
+	// foreign is how many messages another member may still hold that
+	// keys here wait for (takeover.go).
+	foreign atomic.Int64
 	room    chan struct{} // signalled whenever one is settled or unparked
 }
 
@@ -302,15 +311,35 @@ func (s *keyedScheduler) build() *kbatch {
 		if ps := s.parts[st.partition]; ps == nil || ps.draining {
 			continue
 		}
-		n := min(len(st.queue), s.batchSize-len(b.msgs))
-		for _, km := range st.queue[:n] {
+		take := st.take(s.batchSize - len(b.msgs))
+		for _, km := range take {
 			km.busy = true
 		}
-		b.msgs = append(b.msgs, st.queue[:n]...)
-		st.queue = slices.Clone(st.queue[n:])
+		b.msgs = append(b.msgs, take...)
 		st.busy = true
 	}
 	return b
+}
+
+// take removes what a batch with room for n takes of the key's queue, in
+// the order to apply it: the queue's head, in stream order; or, when the
+// head was postponed (its handler waits for a later event of the key),
+// the first later message that was not, then the postponed ones, each
+// tried again right after it.
+func (st *keyState) take(n int) []*kmsg {
+	j := slices.IndexFunc(st.queue, func(km *kmsg) bool { return !km.postponed })
+	if j > 0 {
+		k := min(j, n-1) // the postponed ones that fit behind the later one
+		out := append([]*kmsg{st.queue[j]}, st.queue[:k]...)
+		st.queue = slices.Concat(st.queue[k:j], st.queue[j+1:])
+		return out
+	}
+	// From the head in stream order; or every message is postponed and
+	// their backoff ran out: they are tried again.
+	n = min(n, len(st.queue))
+	out := st.queue[:n:n]
+	st.queue = slices.Clone(st.queue[n:])
+	return out
 }
 
 // apply runs on its own goroutine: one batch, then its completion back
@@ -427,7 +456,7 @@ func (s *keyedScheduler) releaseDue() {
 	for s.retries.Len() > 0 && !now.Before(s.retries[0].at) {
 		e := heap.Pop(&s.retries).(retryEntry)
 		if st := s.keys[e.key]; st != nil && st.retryAt.Equal(e.at) {
-			st.retryAt = time.Time{}
+			st.retryAt, st.forLater = time.Time{}, false
 			s.markReady(e.key, st)
 		}
 	}

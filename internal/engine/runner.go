@@ -30,6 +30,10 @@ const (
 	// hold: not attempted, behind an earlier event of its ordering key
 	// that failed (keyed consumption only, see keyed.go).
 	hold
+	// postpone: the handler postponed it ([consumer.Postpone]); keyed,
+	// it is tried again after the key's next event, or after delay;
+	// unkeyed, it is nak'd with delay.
+	postpone
 )
 
 // runner pulls from one durable consumer, groups messages into batches and
@@ -378,7 +382,7 @@ func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg, stopProg
 		switch a := actions[i]; a.kind {
 		case ack:
 			err = msg.Ack()
-		case nak:
+		case nak, postpone:
 			err = msg.NakWithDelay(a.delay)
 		case term:
 			err = msg.Term()

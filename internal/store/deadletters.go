@@ -19,6 +19,7 @@ var (
 	sqlFailureClear                        = load("failure_clear.sql")
 	sqlFailureClearMany                    = load("failure_clear_many.sql")
 	sqlFailureIncrement                    = load("failure_increment.sql")
+	sqlFailurePostpone                     = load("failure_postpone.sql")
 	sqlMessageLock                         = load("message_lock.sql")
 	sqlDeadLetterPage                      = load("dead_letter_page.sql")
 	sqlDeadLetterDiscard                   = load("dead_letter_discard.sql")
@@ -26,6 +27,7 @@ var (
 	sqlDeadLetterMarkPassed                = load("dead_letter_mark_passed.sql")
 	sqlDeadLetterListUnpassed              = load("dead_letter_list_unpassed.sql")
 	sqlDeadLetterFindUnresolved            = load("dead_letter_find_unresolved.sql")
+	sqlDeadLetterFindAny                   = load("dead_letter_find_any.sql")
 	sqlFailureListForEvent                 = load("failure_list_for_event.sql")
 	sqlFailureList                         = load("failure_list.sql")
 	sqlFailureCountByConsumer              = load("failure_count_by_consumer.sql")
@@ -77,11 +79,21 @@ func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 // DeadLetterFindUnresolved returns which of msgs (by stream sequence) have
 // an unresolved dead letter of consumer.
 func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+	return deadLetterFind(ctx, q, sqlDeadLetterFindUnresolved, consumer, msgs)
+}
+
+// DeadLetterFindAny returns which of msgs (by stream sequence) consumer
+// dead-lettered, resolved since or not.
+func DeadLetterFindAny(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+	return deadLetterFind(ctx, q, sqlDeadLetterFindAny, consumer, msgs)
+}
+
+func deadLetterFind(ctx context.Context, q Querier, sql, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
 	sources, ids, seqs := make([]string, len(msgs)), make([]string, len(msgs)), make([]int64, len(msgs))
 	for i, m := range msgs {
 		sources[i], ids[i], seqs[i] = m.Source, m.EventID, int64(m.StreamSeq)
 	}
-	rows, err := q.Query(ctx, sqlDeadLetterFindUnresolved, consumer, sources, ids, seqs)
+	rows, err := q.Query(ctx, sql, consumer, sources, ids, seqs)
 	if err != nil {
 		return nil, err
 	}
@@ -248,6 +260,15 @@ func FailureIncrement(ctx context.Context, tx Querier, consumer string, k Messag
 	var n int
 	err := tx.QueryRow(ctx, sqlFailureIncrement, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
 	return n, err
+}
+
+// FailurePostpone records that the message was postponed and returns when
+// it was first, or pgx.ErrNoRows when the message has an inbox or
+// dead-letter row (it was settled). Run it under [MessageLock].
+func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, reason string) (time.Time, error) {
+	var since time.Time
+	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason).Scan(&since)
+	return since, err
 }
 
 // Resolved selects rows of an operator's list by their resolution:

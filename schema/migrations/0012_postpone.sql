@@ -1,0 +1,23 @@
+-- A handler may postpone an event that needs a later event of its
+-- ordering key first (consumer.Postpone, or SQLSTATE HB001 from SQL). A
+-- postponement is not a failure: it does not count toward max_deliver.
+-- Its row in delivery_failures records when the event was first
+-- postponed, which bounds how long it may wait (postpone_limit), whichever
+-- instance holds it; the row goes when the event applies, as a failure
+-- counter does.
+ALTER TABLE hookbridge.delivery_failures ADD COLUMN postponed_since timestamptz;
+
+-- What a consumer declared in SQL calls to postpone the event it applies:
+--   SELECT hookbridge.postpone('unknown order') WHERE NOT EXISTS (...)
+CREATE FUNCTION hookbridge.postpone(reason text DEFAULT 'needs a later event of its ordering key')
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE EXCEPTION USING ERRCODE = 'HB001', MESSAGE = reason;
+END
+$$;
+
+-- An event postponed for longer than postpone_limit is dead-lettered with
+-- its own reason.
+ALTER TABLE hookbridge.dead_letters DROP CONSTRAINT dead_letters_reason_check;
+ALTER TABLE hookbridge.dead_letters ADD CONSTRAINT dead_letters_reason_check
+	CHECK (reason IN ('max_deliver', 'permanent', 'unusable', 'postponed'));
