@@ -769,6 +769,17 @@ func (c *Config) ConsumerPartitions(cc *ConsumerConfig) int {
 	return 0
 }
 
+// ConsumerKeyedSources are the sources cc reads that have an ordering key.
+func (c *Config) ConsumerKeyedSources(cc *ConsumerConfig) []string {
+	out := []string{}
+	for _, name := range c.KeyedSources() {
+		if len(cc.Sources) == 0 || slices.Contains(cc.Sources, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // keyedOnly reports whether every source cc reads has an ordering key.
 func (c *Config) keyedOnly(cc *ConsumerConfig) bool {
 	names := cc.Sources

@@ -678,6 +678,7 @@ func (s *Server) consumers() ([]*engine.Consumer, error) {
 			Logger:         s.log,
 			Tracer:         s.tracer(),
 			Partitions:     s.cfg.ConsumerPartitions(cc),
+			KeyedSources:   s.cfg.ConsumerKeyedSources(cc),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)

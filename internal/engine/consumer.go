@@ -83,6 +83,12 @@ type Options struct {
 	// ("<name>~pNN"), spread over the instances that run it, and applies
 	// the events of one key in stream order (docs/DESIGN.md, "Order").
 	Partitions int
+	// KeyedSources are the consumer's sources that have an ordering key
+	// (nil: every source it reads). When the partitions start, they wait
+	// for these sources' messages published unkeyed before (an upgrade to
+	// a key), and only for those: another source's unkeyed backlog, or
+	// one that fails for ever, never holds the keyed ones.
+	KeyedSources []string
 
 	// maxForeignScan bounds what a takeover reads (0: maxForeignScan);
 	// tests lower it.

@@ -133,3 +133,39 @@ func exec(t *testing.T, db *hookbridgetest.Database, sql string, args ...any) {
 		t.Fatal(err)
 	}
 }
+
+// The partitions wait at start for the keyed sources' own older unkeyed
+// messages only: another source's message that fails for ever (here
+// before them in the stream, holding the unkeyed durable's floor) does not
+// hold them, and neither does a keyed source's older message applied above
+// that floor.
+func TestPartitionsWaitOnlyForTheKeyedSourcesOlderMessages(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, sourceKeySchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	exec(t, db, `INSERT INTO srckeytest.block VALUES ('gh', 'poison')`)
+	body, _ := json.Marshal(versionBody{Key: "poison", V: 1})
+	ns.PublishHook(t, "gh", "gh-1", "version.set", body)
+	body, _ = json.Marshal(versionBody{Key: "k", V: 1})
+	ns.PublishHook(t, "demo", "demo-k-1", "version.set", body) // before demo had a key
+	c, err := engine.New(db.Pool, ns.JS, engine.Options{
+		Name: "srckey", EventTypes: []string{"version.set"}, Handler: sourceKeyHandler{},
+		Partitions: stream.DefaultPartitions, KeyedSources: []string{"demo"}, MaxDeliver: -1,
+		Backoff: []time.Duration{50 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	publishVersion(t, ns, "demo", "demo-k-2", "k", 2, "")
+	hookbridgetest.Eventually(t, time.Minute, "the keyed event applied while gh's event keeps failing", func() bool {
+		return db.Count(t, `SELECT count(*) FROM srckeytest.applied WHERE source = 'demo'`) == 2
+	})
+	if n := db.Count(t, `SELECT count(*) FROM srckeytest.applied WHERE source = 'demo' AND v = 1 AND id < (SELECT id FROM srckeytest.applied WHERE v = 2)`); n != 1 {
+		t.Fatal("demo's older unkeyed event did not apply before its keyed one")
+	}
+}

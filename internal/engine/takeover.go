@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
@@ -276,7 +277,7 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 	if from > to {
 		return nil, nil
 	}
-	found, err := g.scanRange(ctx, p, from, to)
+	found, err := g.scanRange(ctx, g.c.opts.keyedFilterSubjects(p), from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -293,19 +294,22 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 	return out, nil
 }
 
-// scanRange reads the headers of partition p's messages from sequence
-// from to to, through an ordered consumer of its own (one request per few
-// hundred messages, instead of one per message).
-func (g *group) scanRange(ctx context.Context, p int, from, to uint64) ([]foreignRef, error) {
+// scanRange reads the headers of the messages on subjects from sequence
+// from to to, through an ordered consumer of its own (one request per
+// thousand messages, instead of one per message), at most maxForeignScan
+// of them.
+func (g *group) scanRange(ctx context.Context, subjects []string, from, to uint64) ([]foreignRef, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cons, err := g.js.OrderedConsumer(ctx, stream.Hooks, jetstream.OrderedConsumerConfig{
-		FilterSubjects: g.c.opts.keyedFilterSubjects(p), DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: from, HeadersOnly: true, InactiveThreshold: time.Minute,
-		NamePrefix: "hookbridge_takeover_" + g.c.opts.Name,
+		// A name of its own: an ordered consumer numbers the consumers it
+		// creates from 1, and one left by the last scan could answer.
+		NamePrefix: "hookbridge_scan_" + g.c.opts.Name + "_" + nuid.Next(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read partition %d from %d: %w", p, from, err)
+		return nil, fmt.Errorf("read %s from %d: %w", stream.Hooks, from, err)
 	}
 	ci := cons.CachedInfo()
 	if ci == nil || ci.NumPending == 0 {
@@ -320,7 +324,7 @@ func (g *group) scanRange(ctx context.Context, p int, from, to uint64) ([]foreig
 	for left := ci.NumPending; left > 0; {
 		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
-			return nil, fmt.Errorf("read partition %d: %w", p, err)
+			return nil, fmt.Errorf("read %s: %w", stream.Hooks, err)
 		}
 		n := 0
 		for m := range batch.Messages() {
@@ -335,16 +339,16 @@ func (g *group) scanRange(ctx context.Context, p int, from, to uint64) ([]foreig
 			h := m.Headers()
 			found = append(found, foreignRef{foreignMsg{md.Sequence.Stream, orderKey(h.Get(stream.HeaderSource), h.Get(stream.HeaderOrderingKey))},
 				h.Get(stream.HeaderSource), h.Get(stream.HeaderEventID)})
-			if len(found) > g.maxForeignScan() {
-				return nil, errForeignScan
+			if len(found) >= g.maxForeignScan() {
+				return found, errForeignScan
 			}
 			left = md.NumPending
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("read partition %d: %w", p, err)
+			return nil, fmt.Errorf("read %s: %w", stream.Hooks, err)
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("read partition %d: no message in 5s with %d left", p, left)
+			return nil, fmt.Errorf("read %s: no message in 5s with %d left", stream.Hooks, left)
 		}
 	}
 	return found, nil
