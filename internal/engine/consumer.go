@@ -283,6 +283,9 @@ func (c *Consumer) Name() string { return c.opts.Name }
 // consumer with partitions runs its share of them alongside.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.group == nil {
+		c.group = c.leftoverGroup(ctx)
+	}
+	if c.group == nil {
 		return c.r.run(ctx)
 	}
 	// The first part to fail for good (a configuration the server
@@ -291,6 +294,38 @@ func (c *Consumer) Run(ctx context.Context) error {
 	p.Go(c.group.run)
 	p.Go(c.r.run)
 	return p.Wait()
+}
+
+// leftoverGroup is the group that drains the consumer's partition
+// durables when none of its sources has an ordering key any more (it was
+// turned off): what they hold was answered 2xx and must still apply, in
+// order. They are read for as long as they exist (empty, they cost a pull
+// now and then and hold nothing back); `hookbridge consumers delete`
+// removes them. Nil when there are none, or HOOKS cannot be read (the
+// runner's own errors will say why).
+func (c *Consumer) leftoverGroup(ctx context.Context) *group {
+	s, err := c.r.js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil
+	}
+	found := false
+	names := s.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if owner, p := stream.ConsumerOfDurable(name); owner == c.opts.Name && p >= 0 {
+			found = true
+		}
+	}
+	if !found || names.Err() != nil {
+		return nil
+	}
+	n, err := stream.StreamPartitions(ctx, c.r.js)
+	if err != nil || n == 0 {
+		return nil
+	}
+	c.opts.Partitions, c.opts.KeyedSources = n, []string{}
+	c.opts.Logger.Info("no source of the consumer has an ordering key, but its partition durables exist: they are drained in order",
+		"consumer", c.opts.Name, "partitions", n)
+	return newGroup(c, c.r.js)
 }
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {

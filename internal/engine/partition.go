@@ -204,13 +204,13 @@ func (g *group) servePartition(ctx context.Context, p int) {
 	var pin string
 	delay := 250 * time.Millisecond
 	for ctx.Err() == nil {
-		cons, err := g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
+		d, err := ensureDurable(ctx, g.js, stream.Hooks, g.durableConfig(p), g.log)
 		if refused(err) {
 			g.failed(fmt.Errorf("consumer %s: create durable %s: %w", g.c.opts.Name, name, err))
 			break
 		}
 		if err == nil {
-			pin, err = g.pull(ctx, cons, p)
+			pin, err = g.pull(ctx, d, p)
 		}
 		if ctx.Err() != nil {
 			break

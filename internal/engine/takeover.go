@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,6 +57,7 @@ const (
 // takeover check of the current gate.
 type puller struct {
 	g    *group
+	d    *durable
 	cons jetstream.Consumer
 	p    int
 	// pin is the pin id the last message named; dseq the last delivery
@@ -84,8 +86,12 @@ type takeover struct {
 // (after the pull in flight brings what it has) or the durable is gone.
 // Each pull asks for the room the partition has here, so what the server
 // sends always fits. It returns the pin it held last.
-func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) (string, error) {
-	pl := &puller{g: g, cons: cons, p: p, epoch: g.sched.fenceEpoch.Load()}
+func (g *group) pull(ctx context.Context, d *durable, p int) (string, error) {
+	pl := &puller{g: g, d: d, cons: d.cons, p: p, epoch: g.sched.fenceEpoch.Load()}
+	narrowCtx, stopNarrowing := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { d.watchNarrowing(narrowCtx, g.js, stream.Hooks, g.log) })
+	defer func() { stopNarrowing(); wg.Wait() }()
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		g.c.gate.wait(ctx)
@@ -127,7 +133,9 @@ func (pl *puller) fetch(room int) error {
 	}
 	for msg := range batch.Messages() {
 		pl.observe(msg)
-		pl.g.sched.arrive(pl.p, msg)
+		if !pl.d.skip(msg, pl.g.log) {
+			pl.g.sched.arrive(pl.p, msg)
+		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 		return err

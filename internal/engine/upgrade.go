@@ -24,6 +24,9 @@ import (
 // awaitLegacy waits until the consumer's unkeyed durable has applied
 // every message it matches up to HOOKS's last sequence now, or ctx ends.
 func (g *group) awaitLegacy(ctx context.Context) {
+	if g.c.opts.KeyedSources != nil && len(g.c.opts.KeyedSources) == 0 {
+		return // no source has a key now: the partitions only drain
+	}
 	s, err := g.js.Stream(ctx, stream.Hooks)
 	if err != nil {
 		return // HOOKS unreadable: the partitions' own pulls will say so
