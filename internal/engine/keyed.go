@@ -8,14 +8,10 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // The scheduler of a keyed consumer on one instance (docs/DESIGN.md,
@@ -109,13 +105,6 @@ type foreignMsg struct {
 	key string
 }
 
-// deadRef is a dead-lettered keyed message.
-type deadRef struct {
-	partition int
-	key       string
-	store.MessageKey
-}
-
 // partCounters count a partition's messages here, for the takeover check
 // and the feeder's room; read without the scheduler's goroutine.
 type partCounters struct {
@@ -148,9 +137,6 @@ type keyedScheduler struct {
 	// message; it runs on a worker goroutine with a context shutdown does
 	// not cancel.
 	process func(ctx context.Context, msgs []jetstream.Msg) []action
-	// passed is called, off the scheduler's goroutine, when an event of a
-	// key applies after an earlier event of the key was dead-lettered.
-	passed func(ctx context.Context, dead deadRef, later *kmsg)
 
 	events   chan schedEvent
 	counters []partCounters
@@ -161,7 +147,6 @@ type keyedScheduler struct {
 	// [keyedScheduler.gate]): a message arrived under an older one than
 	// its partition's is from before it.
 	gens atomic.Uint64
-	bg   sync.WaitGroup // the passed calls
 
 	// State below is the scheduler goroutine's alone.
 	keys     map[string]*keyState
@@ -169,9 +154,6 @@ type keyedScheduler struct {
 	readyQ   []string
 	retries  retryHeap
 	inflight int
-	// dead remembers, per key, the dead-lettered messages no later event
-	// of the key has applied after yet.
-	dead map[string][]deadRef
 }
 
 func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackWait time.Duration, log *slog.Logger) *keyedScheduler {
@@ -181,7 +163,6 @@ func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackW
 		counters: make([]partCounters, partitions),
 		keys:     map[string]*keyState{},
 		parts:    map[int]*partState{},
-		dead:     map[string][]deadRef{},
 	}
 	for i := range s.counters {
 		s.counters[i].room = make(chan struct{}, 1)
@@ -222,7 +203,6 @@ func (s *keyedScheduler) waitRoom(ctx context.Context, p, limit int) int {
 // run is the scheduler's goroutine. It returns when stop is closed and
 // every partition has been drained.
 func (s *keyedScheduler) run(stop <-chan struct{}, applyCtx context.Context) {
-	defer s.bg.Wait()
 	tick := time.NewTicker(s.progressInterval() / 2)
 	defer tick.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -478,11 +458,4 @@ func (s *keyedScheduler) nextWake() time.Duration {
 // sortBySeq sorts messages in stream order.
 func sortBySeq(ms []*kmsg) {
 	slices.SortFunc(ms, func(a, b *kmsg) int { return cmp.Compare(a.seq, b.seq) })
-}
-
-// headers of a message, for the dead letters' references.
-func deadRefOf(km *kmsg) deadRef {
-	h := km.msg.Headers()
-	return deadRef{partition: km.partition, key: km.key, MessageKey: store.MessageKey{
-		Source: h.Get(stream.HeaderSource), EventID: h.Get(stream.HeaderEventID), StreamSeq: km.seq}}
 }

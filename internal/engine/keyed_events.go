@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -21,7 +20,6 @@ type schedEvent struct {
 	msg       jetstream.Msg
 	batch     *kbatch
 	done      chan struct{}
-	dead      []deadRef
 	foreign   []foreignMsg
 	resolved  []uint64
 	// repinned: a gate for a new pin, after which what arrived under an
@@ -41,7 +39,6 @@ const (
 	evResolved
 	evDrain
 	evDone
-	evDead
 	evFence
 	evBarrier
 )
@@ -111,12 +108,6 @@ func (s *keyedScheduler) barrier(p int) {
 	<-done
 }
 
-// seedDead hands over the dead letters of p's keys that no later event
-// has passed yet (read from the database when p starts here).
-func (s *keyedScheduler) seedDead(p int, refs []deadRef) {
-	s.events <- schedEvent{kind: evDead, partition: p, dead: refs}
-}
-
 // fence stops (or resumes) applying: a member that cannot reach NATS long
 // enough for others to take its partitions over must not apply what it
 // holds, which they get back. It drops what is not being applied.
@@ -151,10 +142,6 @@ func (s *keyedScheduler) handle(ev schedEvent) {
 		s.onDrain(ev.partition, ev.done)
 	case evDone:
 		s.onBatchDone(ev.batch)
-	case evDead:
-		for _, d := range ev.dead {
-			s.rememberDead(d)
-		}
 	case evFence:
 		s.onFence(ev.fence)
 	case evBarrier:
@@ -342,7 +329,6 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 		switch a := b.actions[i]; a.kind {
 		case ack, term:
 			s.settle(km, a.kind)
-			s.notePassed(km, a.kind)
 		default: // nak (failed: retry later), postpone, or hold (behind one that failed)
 			st := s.keys[km.key]
 			switch {
@@ -382,37 +368,6 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 		s.forget(km.key)
 	}
 	s.finishDrains()
-}
-
-// notePassed remembers a dead-lettered message of a key, and records on
-// it that a later event of the key applied.
-func (s *keyedScheduler) notePassed(km *kmsg, kind actionKind) {
-	if kind == term {
-		s.rememberDead(deadRefOf(km))
-		return
-	}
-	var rest []deadRef
-	for _, d := range s.dead[km.key] {
-		if d.StreamSeq >= km.seq {
-			rest = append(rest, d)
-			continue
-		}
-		if s.passed != nil {
-			s.bg.Go(func() { s.passed(context.Background(), d, km) })
-		}
-	}
-	if len(rest) == 0 {
-		delete(s.dead, km.key)
-	} else {
-		s.dead[km.key] = rest
-	}
-}
-
-// rememberDead adds d to its key's dead letters, once.
-func (s *keyedScheduler) rememberDead(d deadRef) {
-	if !slices.ContainsFunc(s.dead[d.key], func(o deadRef) bool { return o.StreamSeq == d.StreamSeq }) {
-		s.dead[d.key] = append(s.dead[d.key], d)
-	}
 }
 
 // settle acks, terminates or naks km, and forgets it. It is counted as
@@ -525,11 +480,6 @@ func (s *keyedScheduler) finishDrains() {
 				}
 			}
 			delete(s.keys, key)
-		}
-		for key, ds := range s.dead {
-			if len(ds) > 0 && ds[0].partition == p {
-				delete(s.dead, key)
-			}
 		}
 		c := &s.counters[p]
 		c.parked.Add(-int64(len(ps.staged)))

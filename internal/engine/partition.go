@@ -68,7 +68,6 @@ func newGroup(c *Consumer, js jetstream.JetStream) *group {
 	a := &applier{pool: c.pool, consumer: o.Name, h: o.Handler, timeout: o.HandlerTimeout, keyed: true}
 	s := newKeyedScheduler(o.Name, o.Partitions, o.Concurrency, o.BatchSize, o.AckWait, o.Logger)
 	s.process = func(ctx context.Context, msgs []jetstream.Msg) []action { return c.processWith(ctx, a, msgs) }
-	s.passed = c.recordPassed
 	return &group{c: c, js: js, partitions: o.Partitions, sched: s, log: o.Logger,
 		members: newMembership(js, o.Name, o.Logger), running: map[int]*partitionRun{}, leaving: map[int]*partitionRun{}}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -205,7 +206,6 @@ func (pl *puller) look(ctx context.Context, to *takeover) bool {
 	switch {
 	case info.NumAckPending <= here:
 		if !to.opened {
-			g.seedDead(ctx, p)
 			g.sched.open(p, to.gen)
 		} else if len(to.waiting) > 0 {
 			g.sched.resolve(p, seqsOf(to.waiting))
@@ -234,7 +234,6 @@ func (pl *puller) look(ctx context.Context, to *takeover) bool {
 			"consumer", g.c.opts.Name, "partition", p, "elsewhere", info.NumAckPending-here, "reason", errtext.ForLog(err))
 		return false
 	}
-	g.seedDead(ctx, p)
 	g.sched.openForeign(p, to.gen, foreign)
 	to.opened, to.waiting = true, foreign
 	if len(foreign) == 0 {
@@ -250,22 +249,6 @@ func (pl *puller) logDone(to *takeover) {
 	if to.logged {
 		pl.g.log.Info("partition taken over", "consumer", pl.g.c.opts.Name, "partition", pl.p,
 			"waited", time.Since(to.start).Round(time.Millisecond))
-	}
-}
-
-// seedDead hands the scheduler the dead letters of p's keys that no
-// later event has passed yet, read as a gate opens: by then a member that
-// served p before has committed the dead letters of its last batches, so
-// the first later event applied here marks them passed.
-func (g *group) seedDead(ctx context.Context, p int) {
-	refs, err := g.c.unpassedDeadLetters(ctx, p, g.partitions)
-	if err != nil {
-		g.log.Warn("partition: could not read its dead letters; a later event will not mark them passed",
-			"consumer", g.c.opts.Name, "partition", p, "err", errtext.ForLog(err))
-		return
-	}
-	if len(refs) > 0 {
-		g.sched.seedDead(p, refs)
 	}
 }
 
@@ -285,11 +268,11 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 	if from > to {
 		return nil, nil
 	}
-	found, err := g.scanRange(ctx, g.c.opts.keyedFilterSubjects(p), from, to)
+	found, err := scanHeaders(ctx, g.js, g.c.opts.keyedFilterSubjects(p), from, to, g.maxForeignScan())
 	if err != nil {
 		return nil, err
 	}
-	applied, err := g.settledOf(ctx, found)
+	applied, err := settledIn(ctx, g.c.pool, g.c.opts.Name, found)
 	if err != nil {
 		return nil, err
 	}
@@ -302,19 +285,19 @@ func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerIn
 	return out, nil
 }
 
-// scanRange reads the headers of the messages on subjects from sequence
+// scanHeaders reads the headers of the messages on subjects from sequence
 // from to to, through an ordered consumer of its own (one request per
-// thousand messages, instead of one per message), at most maxForeignScan
-// of them.
-func (g *group) scanRange(ctx context.Context, subjects []string, from, to uint64) ([]foreignRef, error) {
+// thousand messages, instead of one per message), at most limit of them
+// (past it, what it read and errForeignScan).
+func scanHeaders(ctx context.Context, js jetstream.JetStream, subjects []string, from, to uint64, limit int) ([]foreignRef, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cons, err := g.js.OrderedConsumer(ctx, stream.Hooks, jetstream.OrderedConsumerConfig{
+	cons, err := js.OrderedConsumer(ctx, stream.Hooks, jetstream.OrderedConsumerConfig{
 		FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: from, HeadersOnly: true, InactiveThreshold: time.Minute,
 		// A name of its own: an ordered consumer numbers the consumers it
 		// creates from 1, and one left by the last scan could answer.
-		NamePrefix: "hookbridge_scan_" + g.c.opts.Name + "_" + nuid.Next(),
+		NamePrefix: "hookbridge_scan_" + nuid.Next(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s from %d: %w", stream.Hooks, from, err)
@@ -326,7 +309,7 @@ func (g *group) scanRange(ctx context.Context, subjects []string, from, to uint6
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer dcancel()
-		_ = g.js.DeleteConsumer(dctx, stream.Hooks, ci.Name) // best effort: it expires anyway
+		_ = js.DeleteConsumer(dctx, stream.Hooks, ci.Name) // best effort: it expires anyway
 	}()
 	var found []foreignRef
 	for left := ci.NumPending; left > 0; {
@@ -347,7 +330,7 @@ func (g *group) scanRange(ctx context.Context, subjects []string, from, to uint6
 			h := m.Headers()
 			found = append(found, foreignRef{foreignMsg{md.Sequence.Stream, orderKey(h.Get(stream.HeaderSource), h.Get(stream.HeaderOrderingKey))},
 				h.Get(stream.HeaderSource), h.Get(stream.HeaderEventID)})
-			if len(found) >= g.maxForeignScan() {
+			if len(found) >= limit {
 				return found, errForeignScan
 			}
 			left = md.NumPending
@@ -369,10 +352,10 @@ func (g *group) maxForeignScan() int {
 	return maxForeignScan
 }
 
-// settledOf reports which of found the consumer has applied (the inbox
-// has the event) or dead-lettered (terminated, so nobody holds it), by
-// stream sequence.
-func (g *group) settledOf(ctx context.Context, found []foreignRef) (map[uint64]bool, error) {
+// settledIn reports which of found consumer has applied (the inbox has
+// the event) or dead-lettered (terminated, so nobody holds it), by stream
+// sequence.
+func settledIn(ctx context.Context, pool *pgxpool.Pool, consumer string, found []foreignRef) (map[uint64]bool, error) {
 	bySource := map[string][]foreignRef{}
 	keys := make([]store.MessageKey, 0, len(found))
 	for _, r := range found {
@@ -385,7 +368,7 @@ func (g *group) settledOf(ctx context.Context, found []foreignRef) (map[uint64]b
 		for i, r := range refs {
 			ids[i] = r.id
 		}
-		got, err := store.InboxFindApplied(ctx, g.c.pool, g.c.opts.Name, source, ids)
+		got, err := store.InboxFindApplied(ctx, pool, consumer, source, ids)
 		if err != nil {
 			return nil, fmt.Errorf("read the inbox: %w", err)
 		}
@@ -399,7 +382,7 @@ func (g *group) settledOf(ctx context.Context, found []foreignRef) (map[uint64]b
 			}
 		}
 	}
-	dead, err := store.DeadLetterFindAny(ctx, g.c.pool, g.c.opts.Name, keys)
+	dead, err := store.DeadLetterFindAny(ctx, pool, consumer, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read the dead letters: %w", err)
 	}

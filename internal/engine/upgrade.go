@@ -55,37 +55,40 @@ func (g *group) awaitLegacy(ctx context.Context) {
 }
 
 // legacyDone reports whether the unkeyed durable has nothing unapplied
-// of the keyed sources up to upTo: it does not exist, it has nothing
-// pending or unacked, its ack floor is past upTo, or every message of a
+// of the keyed sources up to upTo: it has nothing pending or unacked, its
+// ack floor is past upTo, or every message of a
 // keyed source between its ack floor and upTo is applied or
 // dead-lettered. *settledTo remembers how far that was found true, so
 // that each look reads on from there, at most maxForeignScan messages.
 func (g *group) legacyDone(ctx context.Context, s jetstream.Stream, upTo uint64, settledTo *uint64) bool {
+	var floor uint64
 	c, err := s.Consumer(ctx, g.c.opts.Name)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return true
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		// Not created yet (the runner starts beside the partitions): it
+		// will deliver everything, so everything counts.
+	case err != nil:
 		return false
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return false
-	}
-	floor := info.AckFloor.Stream
-	if floor >= upTo || (info.NumPending == 0 && info.NumAckPending == 0) {
-		return true
+	default:
+		info, err := c.Info(ctx)
+		if err != nil {
+			return false
+		}
+		floor = info.AckFloor.Stream
+		if floor >= upTo || (info.NumPending == 0 && info.NumAckPending == 0) {
+			return true
+		}
 	}
 	// Between the floor and upTo, only the keyed sources' messages count,
 	// and only those not applied yet: another source's failing message
 	// may hold the floor for ever.
 	from := max(floor, *settledTo) + 1
-	found, err := g.scanRange(ctx, g.c.opts.legacySubjects(), from, upTo)
+	found, err := scanHeaders(ctx, g.js, g.c.opts.legacySubjects(), from, upTo, maxForeignScan)
 	full := errors.Is(err, errForeignScan)
 	if err != nil && !full {
 		return false
 	}
-	settled, err := g.settledOf(ctx, found)
+	settled, err := settledIn(ctx, g.c.pool, g.c.opts.Name, found)
 	if err != nil {
 		return false
 	}
