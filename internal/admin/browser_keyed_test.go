@@ -65,19 +65,22 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	// idle one may have no pin.
 	b.until("the keyed detail of orders", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("%d partitions, ") && `+
 		`document.querySelector(%q).textContent.endsWith("; 1 member")`, detail+" summary", parts, detail+" summary"))
-	if got := b.text(`#ov-consumers tr[data-consumer="orders"] td[data-label="Consumer"]`); !strings.Contains(got, fmt.Sprintf("keyed: %d partitions", parts)) {
+	keyed := fmt.Sprintf("keyed: %d partitions", parts)
+	if got := b.textWhen(`#ov-consumers tr[data-consumer="orders"] td[data-label="Consumer"]`, has(keyed)); !strings.Contains(got, keyed) {
 		t.Errorf("the orders row shows %q, want it marked keyed with its partitions", got)
 	}
 	b.do("open the detail", chromedp.Click(css(detail+" summary")))
 	member := detail + " tr[data-member]"
 	b.until("the member row", fmt.Sprintf(`document.querySelectorAll(%q).length === 1`, member))
-	b.shot("keyed-detail")
+	// The member row shows up before the partitions are assigned to it
+	// (seconds on a loaded machine): each figure is waited for.
 	for label, want := range map[string]string{"Host": host, "PID": fmt.Sprint(os.Getpid()), "Partitions": fmt.Sprint(parts), "Backlog": "0"} {
-		if got := b.text(member + fmt.Sprintf(` td[data-label=%q]`, label)); got != want {
+		if got := b.textWhen(member+fmt.Sprintf(` td[data-label=%q]`, label), is(want)); got != want {
 			t.Errorf("member %s shown as %q, want %q", label, got, want)
 		}
 	}
-	if n := b.eval(fmt.Sprintf(`document.querySelectorAll(%q).length === %d`, detail+" tr[data-partition]", parts)); !n {
+	b.shot("keyed-detail")
+	if n := b.evalWhen(fmt.Sprintf(`document.querySelectorAll(%q).length === %d`, detail+" tr[data-partition]", parts)); !n {
 		t.Errorf("the detail does not list %d partitions", parts)
 	}
 
