@@ -213,7 +213,7 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 	// Streams at replication 3, created as soon as the cluster has a
 	// JetStream meta leader.
 	opts := stream.Options{Replicas: 3}
-	hookbridgetest.Eventually(t, 30*time.Second, "R3 streams", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "R3 streams", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		return stream.EnsureIngress(ctx, adminJS, opts) == nil
@@ -307,7 +307,7 @@ func TestClusterNodeLossAppliesEveryEventOnce(t *testing.T) {
 	hookbridgetest.Eventually(t, 90*time.Second, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= events
 	})
-	hookbridgetest.Eventually(t, 30*time.Second, "the durable consumer to drain", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the durable consumer to drain", func() bool {
 		c, err := adminJS.Consumer(context.Background(), stream.Hooks, "orders")
 		if err != nil {
 			return false
@@ -394,7 +394,7 @@ func deliver(t *testing.T, client *http.Client, inst []*hbInstance, target int, 
 func hooksMsgs(t *testing.T, js jetstream.JetStream) int {
 	t.Helper()
 	var n int
-	hookbridgetest.Eventually(t, 10*time.Second, "HOOKS info", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "HOOKS info", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s, err := js.Stream(ctx, stream.Hooks)

@@ -62,7 +62,7 @@ func TestMetricsCountWhatHappened(t *testing.T) {
 	// Wait until the pipeline has drained: 5 applied, 5 relayed, nothing
 	// pending anywhere.
 	var m scrape
-	hookbridgetest.Eventually(t, 20*time.Second, "the pipeline to drain", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the pipeline to drain", func() bool {
 		m = scrapeMetrics(t, base+app.MetricsPath)
 		return m.value("hookbridge_relay_rows_total", "result", "sent") == 5 &&
 			m.value("hookbridge_outbox_pending_rows") == 0 &&

@@ -139,7 +139,7 @@ func (p *pipeline) counts() counts {
 func (p *pipeline) waitCounts(want counts) {
 	p.t.Helper()
 	var got counts
-	hookbridgetest.Eventually(p.t, 10*time.Second, fmt.Sprintf("counts %+v", want), func() bool {
+	hookbridgetest.Eventually(p.t, time.Minute, fmt.Sprintf("counts %+v", want), func() bool {
 		got = p.counts()
 		return got == want
 	})

@@ -179,7 +179,7 @@ func serveApp(t *testing.T, js *hookbridgetest.JetStream, db *hookbridgetest.Dat
 			t.Error("serve did not stop")
 		}
 	})
-	hookbridgetest.Eventually(t, 15*time.Second, "readyz", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false

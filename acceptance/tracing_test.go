@@ -50,7 +50,7 @@ func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	}
 
 	byName := map[string]sdktrace.ReadOnlySpan{}
-	hookbridgetest.Eventually(t, 20*time.Second, "the four spans", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the four spans", func() bool {
 		for _, s := range rec.Ended() {
 			byName[s.Name()] = s
 		}

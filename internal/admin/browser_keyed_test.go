@@ -105,7 +105,7 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 		t.Fatal("a paused consumer applied an event")
 	}
 	b.do("resume orders", chromedp.Click(css(crow+" button")))
-	hookbridgetest.Eventually(t, 30*time.Second, "the event applied after resume", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the event applied after resume", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag'") == 1
 	})
 	b.until("no backlog", fmt.Sprintf(`document.querySelector(%q).textContent === "0"`, member+` td[data-label="Backlog"]`))
@@ -123,13 +123,13 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	if code := s.post(t, "evt-k1", "o-k", 100); code != http.StatusAccepted {
 		t.Fatalf("evt-k1: status %d", code)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "evt-k1 dead-lettered", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "evt-k1 dead-lettered", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'evt-k1'") == 1
 	})
 	if code := s.post(t, "evt-k2", "o-k", 200); code != http.StatusAccepted {
 		t.Fatalf("evt-k2: status %d", code)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "evt-k1 passed by evt-k2", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "evt-k1 passed by evt-k2", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'evt-k1' AND passed_by_event = 'evt-k2'") == 1
 	})
 	dl := s.id(t, "SELECT id FROM hookbridge.dead_letters WHERE event_id = 'evt-k1'")

@@ -46,7 +46,7 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 			MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}})
 		seq := ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{"x":1}`))
 
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		// Give a (wrong) redelivery time to happen before counting.
@@ -92,7 +92,7 @@ func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 
 		start := time.Now()
 		ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		// Two naks of 50 ms each come before the third delivery fails.
@@ -127,7 +127,7 @@ func TestUnusableMessageIsDeadLettered(t *testing.T) {
 		if _, err := ns.JS.PublishMsg(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'unusable' AND source = 'demo' AND event_id = ''") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {

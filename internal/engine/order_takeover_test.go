@@ -153,7 +153,7 @@ func TestKeyedTakeoverPullsPastAFullWindow(t *testing.T) {
 		ns.PublishKeyedHook(t, "demo", fmt.Sprintf("%s-v%d", key, v), "version.set", key, body)
 	}
 	durable := stream.PartitionDurable("versions", stream.Partition(stream.OrderingKeyHeader(key), stream.DefaultPartitions))
-	hookbridgetest.Eventually(t, 30*time.Second, "b holds messages of the key", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "b holds messages of the key", func() bool {
 		c, err := ns.JS.Consumer(context.Background(), stream.Hooks, durable)
 		if err != nil {
 			return false

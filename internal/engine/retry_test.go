@@ -126,7 +126,7 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "flaky", 2, h)
-		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := calls.Load(); n != 7 {
@@ -162,7 +162,7 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 			return errors.New("ordinary failure")
 		})
 		startThingDone(t, db, bs, "budget", 3, h)
-		hookbridgetest.Eventually(t, 20*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		time.Sleep(300 * time.Millisecond) // a wrong redelivery would show now
@@ -200,7 +200,7 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "heal", 5, h)
-		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_failures"); n != 0 {
@@ -420,7 +420,7 @@ func TestOutagePausesIntake(t *testing.T) {
 			}
 		}
 		publish(0)
-		hookbridgetest.Eventually(t, 30*time.Second, "first half applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "first half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
 
@@ -446,7 +446,7 @@ func TestOutagePausesIntake(t *testing.T) {
 		paused := logs.count("postgres unreachable; intake paused")
 		setConnections(true)
 
-		hookbridgetest.Eventually(t, 30*time.Second, "second half applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "second half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 2*n
 		})
 		if got := db.Count(t, "SELECT count(*) FROM demo.orders"); got != 2*n {
@@ -493,7 +493,7 @@ func TestRecoveryIsLogged(t *testing.T) {
 	startConsumer(t, db, ns, 1, engine.Options{Name: "heal", EventTypes: []string{"thing.done"}, Handler: h, MaxDeliver: 5,
 		Backoff: []time.Duration{20 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
-	hookbridgetest.Eventually(t, 30*time.Second, "the recovery logged", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the recovery logged", func() bool {
 		return strings.Contains(logs.String(), `level=INFO msg="event applied after retrying"`)
 	})
 	line := logs.String()[strings.Index(logs.String(), `msg="event applied after retrying"`):]

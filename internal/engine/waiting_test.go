@@ -51,13 +51,13 @@ func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
 		Concurrency: 1, AckWait: time.Second, HandlerTimeout: 30 * time.Second,
 	})
 	ns.PublishHook(t, "demo", "first", "thing.done", []byte(`{}`))
-	hookbridgetest.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
+	hookbridgetest.Eventually(t, time.Minute, "the worker busy", func() bool { return calls.Load() >= 1 })
 	for i := range 3 {
 		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
 	}
 	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half
 	close(release)
-	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 	})
 	time.Sleep(1500 * time.Millisecond) // room for a redelivery to arrive
@@ -125,13 +125,13 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
 		Concurrency: 2, BatchWait: 3 * time.Second,
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
 	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 3s
 	time.Sleep(300 * time.Millisecond)
 	close(h.release) // the first batch ends
 	time.Sleep(700 * time.Millisecond)
 	ns.PublishHook(t, "demo", "e4", "thing.done", []byte(`{}`)) // still within e3's batch_wait
-	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 	})
 	if got := fmt.Sprint(h.get()); got != "[2 2]" {
@@ -161,7 +161,7 @@ func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
 	const more = 7 // a full batch, and a partial one still in its batch_wait at shutdown
 	for i := range more {
 		ns.PublishHook(t, "demo", fmt.Sprintf("b%d", i), "thing.done", []byte(`{}`))
@@ -181,7 +181,7 @@ func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info *jetstream.ConsumerInfo
-	hookbridgetest.Eventually(t, 5*time.Second, "no message left unacknowledged", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "no message left unacknowledged", func() bool {
 		info, err = cons.Info(context.Background())
 		return err == nil && info.NumAckPending == 0
 	})

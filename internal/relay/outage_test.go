@@ -135,10 +135,10 @@ func TestDatabaseOutageLoggedOnce(t *testing.T) {
 
 	gate.openGate()
 	enqueue(t, db.Pool, msg("after-outage", ""))
-	hookbridgetest.Eventually(t, 20*time.Second, "the row published after the outage", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the row published after the outage", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 1
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "both recoveries logged", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "both recoveries logged", func() bool {
 		return len(logs.Lines("level=INFO", "outbox round recovered")) == 1 &&
 			len(logs.Lines("level=INFO", "outbox listener recovered")) == 1
 	})

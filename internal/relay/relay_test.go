@@ -579,7 +579,7 @@ func TestNotifyLatency(t *testing.T) {
 		id := fmt.Sprintf("ev-%d", i)
 		start := time.Now()
 		enqueue(t, db.Pool, msg(id, ""))
-		hookbridgetest.Eventually(t, 5*time.Second, id+" sent", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, id+" sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = $1 AND status = 'sent'`, id) == 1
 		})
 		worst = max(worst, time.Since(start))
@@ -645,7 +645,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("disabled PurgeSent = %d, %v", n, err)
 	}
 	runRelay(t, r)
-	hookbridgetest.Eventually(t, 10*time.Second, "Run to purge", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "Run to purge", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 0
 	})
 	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); got != 2 {
@@ -704,7 +704,7 @@ func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 	if g := got(); !slices.Equal(g, []string{"b-1", "free-1", "b-2"}) {
 		t.Fatalf("stream after first round = %v", g)
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "key A drained", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "key A drained", func() bool {
 		if _, err := r.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -859,7 +859,7 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 		t.Fatal("stuck relay's round succeeded without its session")
 	}
 
-	hookbridgetest.Eventually(t, 10*time.Second, "claim released", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "claim released", func() bool {
 		n, err := other.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -925,14 +925,14 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 	listening := listened(r)
 	runRelay(t, r)
 	<-listening
-	hookbridgetest.Eventually(t, 10*time.Second, "the start-up round", func() bool { return claims.n.Load() >= 1 })
+	hookbridgetest.Eventually(t, time.Minute, "the start-up round", func() bool { return claims.n.Load() >= 1 })
 	time.Sleep(100 * time.Millisecond) // let it settle into its wait
 	before := claims.n.Load()
 
 	const commits = 5
 	for i := range commits {
 		enqueue(t, db.Pool, msg(fmt.Sprintf("few-%d-a", i), ""), msg(fmt.Sprintf("few-%d-b", i), ""))
-		hookbridgetest.Eventually(t, 10*time.Second, "the commit's rows sent", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "the commit's rows sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 2*(i+1)
 		})
 		time.Sleep(50 * time.Millisecond) // an extra round, if any, runs now
@@ -1002,7 +1002,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	other <- tx
 	close(gate)
 
-	hookbridgetest.Eventually(t, 10*time.Second, "every row sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every row sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
 	})
 	var got []string
@@ -1050,7 +1050,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "head-2 sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "head-2 sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'head-2' AND status = 'sent'`) == 1
 	})
 }
