@@ -55,17 +55,25 @@ func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
 	for i := range 3 {
 		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
 	}
-	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half
+	hookbridgetest.Eventually(t, time.Minute, "the three delivered while the worker is busy", func() bool {
+		info := consumerInfo(t, ns, "waiting")
+		return info.NumPending == 0 && info.NumAckPending == 4
+	})
+	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half pass while they wait
 	close(release)
 	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 	})
-	time.Sleep(1500 * time.Millisecond) // room for a redelivery to arrive
+	// Every message acked: no redelivery can come any more, and any that
+	// came counts in the durable's deliveries. The tracer hears of an
+	// apply after its commit.
+	info := awaitSettled(t, ns, "waiting")
+	hookbridgetest.Eventually(t, time.Minute, "the four applies traced", func() bool { return outcomes.applied.Load() >= 4 })
 	mu.Lock()
 	defer mu.Unlock()
-	if n := outcomes.applied.Load(); n != 4 || len(redeliver) != 0 || calls.Load() != 4 {
-		t.Fatalf("%d deliveries applied or found duplicate, %d handler calls for 4 events; applied on a redelivery: %v",
-			n, calls.Load(), redeliver)
+	if n := outcomes.applied.Load(); n != 4 || len(redeliver) != 0 || calls.Load() != 4 || info.Delivered.Consumer != 4 {
+		t.Fatalf("%d deliveries applied or found duplicate, %d handler calls and %d deliveries for 4 events; applied on a redelivery: %v",
+			n, calls.Load(), info.Delivered.Consumer, redeliver)
 	}
 }
 
@@ -121,15 +129,19 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 	// Stored before the consumer starts, so they make one full batch.
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
 	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
+	// A batch_wait far longer than the steps below take on a loaded
+	// machine; a batch of two goes as soon as it is full.
 	startConsumer(t, db, ns, 2, engine.Options{
 		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
-		Concurrency: 2, BatchWait: 3 * time.Second,
+		Concurrency: 2, BatchWait: 20 * time.Second, AckWait: time.Minute,
 	})
 	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
-	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 3s
-	time.Sleep(300 * time.Millisecond)
+	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 20s
+	hookbridgetest.Eventually(t, time.Minute, "e3 delivered", func() bool { return consumerInfo(t, ns, "wait").NumAckPending == 3 })
 	close(h.release) // the first batch ends
-	time.Sleep(700 * time.Millisecond)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch committed", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= 2
+	})
 	ns.PublishHook(t, "demo", "e4", "thing.done", []byte(`{}`)) // still within e3's batch_wait
 	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
@@ -166,7 +178,10 @@ func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
 	for i := range more {
 		ns.PublishHook(t, "demo", fmt.Sprintf("b%d", i), "thing.done", []byte(`{}`))
 	}
-	time.Sleep(200 * time.Millisecond)
+	hookbridgetest.Eventually(t, time.Minute, "every message delivered", func() bool {
+		info := consumerInfo(t, ns, "stop")
+		return info.NumPending == 0 && info.NumAckPending == 4+more
+	})
 	cancel()
 	time.Sleep(200 * time.Millisecond)
 	close(h.release)
