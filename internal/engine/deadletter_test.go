@@ -49,8 +49,9 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
-		// Give a (wrong) redelivery time to happen before counting.
-		time.Sleep(300 * time.Millisecond)
+		// The message is terminated after its dead letter is recorded;
+		// once it is, no (wrong) redelivery can come any more.
+		awaitSettled(t, ns, "strict")
 		if calls != 1 {
 			t.Fatalf("handler ran %d times, want 1", calls)
 		}
@@ -99,7 +100,7 @@ func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 		if elapsed := time.Since(start); elapsed < 100*time.Millisecond {
 			t.Fatalf("dead-lettered after %s, before the backoff schedule allowed", elapsed)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "orders") // terminated after the dead letter is recorded
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3 AND reason = 'max_deliver' AND last_error LIKE '%unknown order%'"); n != 1 {
 			t.Fatalf("dead letters with 3 deliveries = %d, want 1", n)
 		}

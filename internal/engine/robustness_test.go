@@ -39,7 +39,7 @@ func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 		hookbridgetest.Eventually(t, time.Minute, "order applied after the panic", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 		})
-		time.Sleep(200 * time.Millisecond)
+		awaitSettled(t, ns, "panicky") // acked: no delivery is left to come
 		if got := calls.Load(); got != 2 {
 			t.Fatalf("handler ran %d times, want 2 (panicked once, applied once)", got)
 		}
@@ -74,7 +74,7 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
 		})
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "slow") // terminated: no delivery is left to come
 		if got := calls.Load(); got != 2 {
 			t.Fatalf("handler ran %d times, want 2 (max_deliver)", got)
 		}
@@ -141,7 +141,7 @@ func TestDeletedDurableConsumerIsRecreated(t *testing.T) {
 		})
 		// The re-created durable starts from the beginning: e1 comes back and
 		// is a duplicate, so nothing is applied twice.
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "phoenix")
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 2 {
 			t.Fatalf("inbox rows = %d, want 2", n)
 		}
