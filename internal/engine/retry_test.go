@@ -62,8 +62,9 @@ func startConsumer(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest
 
 // startThingDone runs a consumer named name for "thing.done" at batch
 // size bs with handler h, max_deliver maxDeliver and a 20ms backoff, then
-// publishes one such event (id e1, body {}).
-func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name string, maxDeliver int, h consumer.Handler) {
+// publishes one such event (id e1, body {}) on a server of its own, which
+// it returns.
+func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name string, maxDeliver int, h consumer.Handler) *hookbridgetest.JetStream {
 	t.Helper()
 	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
@@ -72,6 +73,7 @@ func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name stri
 		MaxDeliver: maxDeliver, Backoff: []time.Duration{20 * time.Millisecond},
 	})
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	return ns
 }
 
 // ordersOptions is the demo consumer with a fast retry schedule.
@@ -161,11 +163,11 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 			counted <- failures
 			return errors.New("ordinary failure")
 		})
-		startThingDone(t, db, bs, "budget", 3, h)
+		ns := startThingDone(t, db, bs, "budget", 3, h)
 		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
-		time.Sleep(300 * time.Millisecond) // a wrong redelivery would show now
+		awaitSettled(t, ns, "budget") // terminated: a wrong redelivery would have come before
 		if n := calls.Load(); n != 8 {
 			t.Fatalf("handler ran %d times, want 8 (5 serialization failures, 3 ordinary ones)", n)
 		}
@@ -308,7 +310,7 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 		hookbridgetest.Eventually(t, 5*time.Minute, "all applied after the terminations", func() bool {
 			return countRetrying(t, db, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
-		time.Sleep(200 * time.Millisecond) // let stragglers (redeliveries) finish
+		awaitSettled(t, ns, "orders") // stragglers (redeliveries) finished
 		// The pool's idle connections may have been terminated by that last
 		// round (57P01 on the next query); the final counts use a connection
 		// opened after the storm.
@@ -441,7 +443,13 @@ func TestOutagePausesIntake(t *testing.T) {
 			t.Fatal(err)
 		}
 		publish(n)
-		time.Sleep(2 * time.Second)
+		// The outage lasts 2 s, and until the consumer has met it (a
+		// loaded machine may not pull within 2 s).
+		outageEnds := time.Now().Add(2 * time.Second)
+		hookbridgetest.Eventually(t, time.Minute, "intake paused by the outage", func() bool {
+			return logs.count("postgres unreachable; intake paused") > 0 && logs.count("event failed on a transient database error, will retry") > 0
+		})
+		time.Sleep(time.Until(outageEnds))
 		failed := logs.count("event failed on a transient database error, will retry")
 		paused := logs.count("postgres unreachable; intake paused")
 		setConnections(true)
