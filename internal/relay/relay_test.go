@@ -419,7 +419,9 @@ func TestBrokerOutage(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the broker was never stopped")
 	}
-	time.Sleep(time.Second) // rows keep coming while NATS is down
+	hookbridgetest.Eventually(t, time.Minute, "rows pending while NATS is down", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'`) > 0
+	})
 	t.Logf("broker down; %d rows sent before", db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status='sent'`))
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'`); n == 0 {
 		t.Fatalf("no pending rows during the outage: the test would prove nothing")
@@ -554,15 +556,18 @@ func TestMalformedRowDeadAtOnce(t *testing.T) {
 	}
 }
 
-// Proof 8: a committed row is published within milliseconds thanks to
-// LISTEN/NOTIFY, although the poll interval is a minute.
+// Proof 8: a committed row is published at once thanks to LISTEN/NOTIFY,
+// although the poll interval is an hour: each row is sent within the
+// test's wait (a minute, for a loaded machine), which only a wake-up by
+// its notification explains. The latency is logged (milliseconds on a
+// quiet machine).
 func TestNotifyLatency(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t)
 	ns := hookbridgetest.NATS(t)
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute
+	opts.PollInterval = time.Hour
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := make(chan struct{}, 10)
 	relay.SetListening(r, func() { listening <- struct{}{} })
@@ -585,9 +590,6 @@ func TestNotifyLatency(t *testing.T) {
 		worst = max(worst, time.Since(start))
 	}
 	t.Logf("worst commit-to-sent latency: %s (poll interval %s)", worst, opts.PollInterval)
-	if worst > 2*time.Second {
-		t.Fatalf("latency %s: NOTIFY did not wake the relay", worst)
-	}
 	if got := ns.StreamMsgs(t, stream.Events); got != 5 {
 		t.Fatalf("stream holds %d msgs, want 5", got)
 	}
@@ -899,6 +901,26 @@ func (c *claimCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data
 
 func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// quiet waits until no claim has been made for half a second (a minute at
+// most) and returns the count then: the relay's rounds are over and it
+// waits. A fixed pause is not enough on a loaded machine, where a round
+// due now may start seconds later.
+func (c *claimCounter) quiet(t *testing.T) int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last, since := c.n.Load(), time.Now()
+	for time.Since(since) < 500*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay kept claiming for a minute (%d claims)", c.n.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+		if n := c.n.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
+}
+
 // A round that dealt with every row it claimed, and claimed fewer than
 // its limit, is not followed by another one at once: the rows committed
 // later notify the relay. Each commit of a few rows costs one claim, not
@@ -920,14 +942,13 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute // only notifications wake it
+	opts.PollInterval = time.Hour // only notifications wake it
 	r := relay.NewRelay(pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
 	<-listening
 	hookbridgetest.Eventually(t, time.Minute, "the start-up round", func() bool { return claims.n.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond) // let it settle into its wait
-	before := claims.n.Load()
+	before := claims.quiet(t) // settled into its wait
 
 	const commits = 5
 	for i := range commits {
@@ -935,7 +956,7 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 		hookbridgetest.Eventually(t, time.Minute, "the commit's rows sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 2*(i+1)
 		})
-		time.Sleep(50 * time.Millisecond) // an extra round, if any, runs now
+		claims.quiet(t) // an extra round, if any, has run
 	}
 	if got := claims.n.Load() - before; got != commits {
 		t.Fatalf("%d claims for %d commits of 2 rows, want one each", got, commits)
@@ -957,7 +978,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	ctx := context.Background()
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute // only notifications, or going again, wake it
+	opts.PollInterval = time.Hour // only notifications, or going again, wake it
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	atGate, gate, other := make(chan struct{}), make(chan struct{}), make(chan pgx.Tx, 1)
@@ -987,7 +1008,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	enqueue(t, db.Pool, msg("gate", "")) // its notification starts a round, held at the gate
 	select {
 	case <-atGate:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no round reached the gate")
 	}
 	enqueue(t, db.Pool, msg("held-1", "K"), msg("held-2", "K")) // notifies the next round
@@ -1035,7 +1056,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 	}
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute
+	opts.PollInterval = time.Hour // the wait for head-2 below is far shorter
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
