@@ -5,11 +5,12 @@
 // server ([NATS]), the consumer's real apply path ([Database.Apply]: inbox
 // claim, handler, commit, exactly as serve applies a batch), helpers that
 // read and assert the outbox ([Database.Outbox], [Database.RequireOutbox]),
-// and signed webhook requests for every scheme ([SignedRequest]). Tests
-// using it can run in parallel and be repeated. An Example function, which
-// has no *testing.T, gets the [testing.TB] the helpers take from
-// [Example], so that its printed output is checked against a real
-// database too.
+// signed webhook requests for every scheme ([SignedRequest]), waits on
+// asynchronous state ([Eventually], [Database.AwaitCount]) and a
+// goroutine check for TestMain ([VerifyNoLeaks]). Tests using it can run
+// in parallel and be repeated. An Example function, which has no
+// *testing.T, gets the [testing.TB] the helpers take from [Example], so
+// that its printed output is checked against a real database too.
 //
 // The databases are created on HOOKBRIDGE_TEST_DATABASE_URL, else on the
 // local Postgres (127.0.0.1:5432, user postgres, trust authentication). A
