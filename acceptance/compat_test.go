@@ -83,7 +83,7 @@ func TestCompatibilityWithExternalNATS(t *testing.T) {
 	expect(t, code, r, http.StatusOK, "duplicate")
 	code, r = p.post("evt-compat", orders.WebhookBody(orders.Created, "o-compat", 200))
 	expect(t, code, r, http.StatusConflict, "conflict")
-	hookbridgetest.Eventually(t, 10*time.Second, "order applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "order applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 	})
 	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 1 {

@@ -139,12 +139,20 @@ func (p *pipeline) counts() counts {
 func (p *pipeline) waitCounts(want counts) {
 	p.t.Helper()
 	var got counts
-	hookbridgetest.Eventually(p.t, 10*time.Second, fmt.Sprintf("counts %+v", want), func() bool {
+	hookbridgetest.Eventually(p.t, time.Minute, fmt.Sprintf("counts %+v", want), func() bool {
 		got = p.counts()
 		return got == want
 	})
-	// Give a wrongly redelivered or twice-applied message time to show up.
-	time.Sleep(150 * time.Millisecond)
+	// Once the durable has every message acked or terminated, a wrongly
+	// redelivered or twice-applied message has shown up.
+	hookbridgetest.Eventually(p.t, time.Minute, "the orders durable settled", func() bool {
+		c, err := p.js.JS.Consumer(context.Background(), stream.Hooks, "orders")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
 	if got = p.counts(); got != want {
 		p.t.Fatalf("counts changed after settling: got %+v, want %+v", got, want)
 	}

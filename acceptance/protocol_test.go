@@ -347,8 +347,8 @@ func TestWildcardTypeIsEscapedNotApplied(t *testing.T) {
 	if n := p.js.StreamMsgs(t, stream.Hooks); n != 1 {
 		t.Fatalf("HOOKS holds %d messages, want 1", n)
 	}
-	// Give the consumer time to (wrongly) pick it up, then count.
-	time.Sleep(300 * time.Millisecond)
+	// Counted once the consumer is settled: it would (wrongly) have
+	// picked the message up by then.
 	p.waitCounts(counts{})
 }
 

@@ -165,7 +165,7 @@ func serveApp(t *testing.T, js *hookbridgetest.JetStream, db *hookbridgetest.Dat
 	case addr = <-addrCh:
 	case err := <-done:
 		t.Fatalf("serve: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("serve did not start")
 	}
 	t.Cleanup(func() {
@@ -175,11 +175,11 @@ func serveApp(t *testing.T, js *hookbridgetest.JetStream, db *hookbridgetest.Dat
 			if err != nil {
 				t.Errorf("serve returned %v", err)
 			}
-		case <-time.After(30 * time.Second):
+		case <-time.After(time.Minute):
 			t.Error("serve did not stop")
 		}
 	})
-	hookbridgetest.Eventually(t, 15*time.Second, "readyz", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "readyz", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false

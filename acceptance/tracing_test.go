@@ -50,11 +50,12 @@ func TestOneTraceFollowsAWebhookToItsEvent(t *testing.T) {
 	}
 
 	byName := map[string]sdktrace.ReadOnlySpan{}
-	hookbridgetest.Eventually(t, 20*time.Second, "the four spans", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the four spans", func() bool {
 		for _, s := range rec.Ended() {
 			byName[s.Name()] = s
 		}
-		return len(byName) >= 4 && byName[tracing.SpanRelayPublish] != nil
+		return byName[tracing.SpanReceive] != nil && byName[tracing.SpanPublish] != nil &&
+			byName[tracing.SpanApply] != nil && byName[tracing.SpanRelayPublish] != nil
 	})
 	receive, publish := byName[tracing.SpanReceive], byName[tracing.SpanPublish]
 	apply, relay := byName[tracing.SpanApply], byName[tracing.SpanRelayPublish]

@@ -47,7 +47,7 @@ func TestServeAdminListener(t *testing.T) {
 	if srv.AdminAddr() == "" || srv.AdminAddr() == srv.addr {
 		t.Fatalf("admin address %q (webhooks on %s)", srv.AdminAddr(), srv.addr)
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "status ready", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "status ready", func() bool {
 		code, body := adminGet(t, admin+"/api/v1/status", token)
 		return code == http.StatusOK && strings.Contains(body, `"ready":true`)
 	})

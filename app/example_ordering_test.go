@@ -101,7 +101,7 @@ func ExampleNewServer_orderingKey() {
 		} {
 			send(t, addr, fmt.Sprintf("evt-%d", i+1), e[1], e[0])
 		}
-		hookbridgetest.Eventually(t, 30*time.Second, "five events applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "five events applied", func() bool {
 			return db.Count(t, `SELECT coalesce(sum(cardinality(history)), 0) FROM shop.orders`) == 5
 		})
 		rows, err := db.Pool.Query(context.Background(), `SELECT id, history FROM shop.orders ORDER BY id`)
@@ -145,7 +145,7 @@ func serve(t testing.TB, cfg app.Config, handlers app.Handlers) string {
 		done <- err // for the cleanup
 		t.Fatalf("serve did not start: %v", err)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "ready", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "ready", func() bool {
 		resp, err := http.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false

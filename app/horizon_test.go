@@ -28,12 +28,12 @@ func TestPausedPastMaxAgeLosesNothing(t *testing.T) {
 		c.Streams.MaxAge, c.Streams.DuplicateWindow = maxAge, time.Second
 	})
 	srv := startFastGuard(t, cfg)
-	hookbridgetest.Eventually(t, 30*time.Second, "serve ready", func() bool { return readyStatus(t, srv.addr, "") == http.StatusOK })
+	hookbridgetest.Eventually(t, time.Minute, "serve ready", func() bool { return readyStatus(t, srv.addr, "") == http.StatusOK })
 	ctx := context.Background()
 	// The demo source is keyed: orders reads it through partition durables,
 	// which the pause takes along once serve has made them all.
 	want := 1 + cfg.ConsumerPartitions(&cfg.Consumers[0])
-	hookbridgetest.Eventually(t, 30*time.Second, "every durable of orders made", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every durable of orders made", func() bool {
 		return len(ordersDurables(t, srv)) == want
 	})
 	o := &ops.Ops{Pool: db.Pool, JS: srv.JetStream(), Consumers: OpsConsumers(cfg, ordersHandlers())}

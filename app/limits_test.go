@@ -184,7 +184,7 @@ func TestFullHooksRecoversOnceApplied(t *testing.T) {
 	if refused == 0 {
 		t.Fatalf("all %d accepted: the limit was not reached", len(accepted))
 	}
-	hookbridgetest.Eventually(t, 5*time.Second, "ingress not ready while HOOKS is full", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "ingress not ready while HOOKS is full", func() bool {
 		return readyStatus(t, first.addr, "?role=ingress") == http.StatusServiceUnavailable
 	})
 	if err := first.stop(); err != nil {

@@ -36,13 +36,9 @@ func TestCustomHandlersStartWithoutConfigFile(t *testing.T) {
 		t.Fatalf("consumers %+v, sources %+v: want none and demo", cfg.Consumers, cfg.Sources)
 	}
 	srv := startServer(t, cfg, billing)
-	deadline := time.Now().Add(10 * time.Second)
-	for readyStatus(t, srv.addr, "") != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("serve with custom handlers never became ready")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	hookbridgetest.Eventually(t, time.Minute, "serve with custom handlers ready", func() bool {
+		return readyStatus(t, srv.addr, "") == http.StatusOK
+	})
 	if err := srv.stop(); err != nil {
 		t.Fatalf("serve: %v", err)
 	}

@@ -51,13 +51,17 @@ func TestMetricsOfAKeyedConsumer(t *testing.T) {
 		return true
 	}
 	var body string
-	hookbridgetest.Eventually(t, 30*time.Second, "the keyed consumer's series", func() bool {
+	pinned := func() int {
+		return strings.Count(body, `hookbridge_consumer_partition_pinned{consumer="orders",partition=`)
+	}
+	hookbridgetest.Eventually(t, time.Minute, "the keyed consumer's series", func() bool {
 		body = scrape()
 		return has(body, fmt.Sprintf(`hookbridge_consumer_partitions\{consumer="orders"\} %d`, parts),
 			`hookbridge_consumer_members\{consumer="orders"\} 1`,
-			fmt.Sprintf(`hookbridge_consumer_member_partitions\{consumer="orders",host="%s",member="\w+"\} %d`, regexp.QuoteMeta(host), parts))
+			fmt.Sprintf(`hookbridge_consumer_member_partitions\{consumer="orders",host="%s",member="\w+"\} %d`, regexp.QuoteMeta(host), parts)) &&
+			pinned() == parts
 	})
-	if n := strings.Count(body, `hookbridge_consumer_partition_pinned{consumer="orders",partition=`); n != parts {
+	if n := pinned(); n != parts {
 		t.Errorf("%d partition_pinned series of orders, want %d", n, parts)
 	}
 	if strings.Contains(body, stream.PartitionDurable("orders", 0)) || strings.Contains(body, `~p`) {
@@ -71,7 +75,7 @@ func TestMetricsOfAKeyedConsumer(t *testing.T) {
 	}
 	js.PublishKeyedHook(t, "demo", "evt-1", orders.Created, "o-1", orders.WebhookBody(orders.Created, "o-1", 100))
 	p := stream.Partition(stream.OrderingKeyHeader("o-1"), parts)
-	hookbridgetest.Eventually(t, 30*time.Second, "the paused event counted", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the paused event counted", func() bool {
 		body = scrape()
 		return has(body, `hookbridge_consumer_pending_messages\{consumer="orders"\} 1`,
 			fmt.Sprintf(`hookbridge_consumer_partition_pending\{consumer="orders",partition="%d"\} 1`, p),
@@ -85,7 +89,7 @@ func TestMetricsOfAKeyedConsumer(t *testing.T) {
 	if _, err := o.Resume(ctx, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "the event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the event applied", func() bool {
 		return has(scrape(), `hookbridge_consumer_pending_messages\{consumer="orders"\} 0`,
 			`hookbridge_consumer_ack_pending_messages\{consumer="orders"\} 0`,
 			`hookbridge_consumer_member_backlog\{consumer="orders",host="[^"]*",member="\w+"\} 0`) &&

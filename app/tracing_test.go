@@ -74,7 +74,7 @@ func TestTracingKeepsTheSetWisePath(t *testing.T) {
 			t.Errorf("consumer run: %v", err)
 		}
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 	})
 
@@ -107,7 +107,7 @@ func TestTracingKeepsTheSetWisePath(t *testing.T) {
 		}
 		return sum >= n
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "the apply spans ended", applySpans)
+	hookbridgetest.Eventually(t, time.Minute, "the apply spans ended", applySpans)
 	if fmt.Sprint(spans) != fmt.Sprint(batches) {
 		t.Fatalf("apply spans with event counts %v, want one per HandleBatch call %v", spans, batches)
 	}

@@ -3,11 +3,11 @@ package bridge_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestMain fails the package if any test leaves a goroutine running:
-// every goroutine must stop with its owner.
+// every goroutine must stop with its owner (given a minute to stop).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	hookbridgetest.VerifyNoLeaks(m)
 }

@@ -142,14 +142,14 @@ func TestReplayAfterDuplicateWindow(t *testing.T) {
 	time.Sleep(window)
 	// The server forgets ids on a timer; until it has, a replay is still
 	// a duplicate and stores nothing.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		a := in.post(t, sc.name, h, body)
 		if a.code == http.StatusAccepted {
 			break
 		}
 		if a.code != http.StatusOK || time.Now().After(deadline) {
-			t.Fatalf("replay after the window: answer %d %s, want 202 within 5s", a.code, a.raw)
+			t.Fatalf("replay after the window: answer %d %s, want 202 within a minute", a.code, a.raw)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

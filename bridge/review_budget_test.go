@@ -65,7 +65,9 @@ func TestConflictStaysWithinPublishTimeout(t *testing.T) {
 	if a.code != http.StatusServiceUnavailable {
 		t.Fatalf("answer %d %s, want 503 (the conflict could not be recorded)", a.code, a.raw)
 	}
-	if took > budget+500*time.Millisecond {
+	// Spending the budget twice would answer after 6.5 s; 1.5 s above the
+	// budget leaves a loaded machine room and still tells the two apart.
+	if took > budget+1500*time.Millisecond {
 		t.Fatalf("answered after %v, PublishTimeout is %v", took, budget)
 	}
 }

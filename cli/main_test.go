@@ -4,9 +4,8 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // asHookbridge, set in its environment, makes the test binary the
@@ -16,10 +15,10 @@ import (
 const asHookbridge = "HOOKBRIDGE_README_RUN_AS_MAIN"
 
 // TestMain fails the package if any test leaves a goroutine running:
-// every goroutine must stop with its owner.
+// every goroutine must stop with its owner (given a minute to stop).
 func TestMain(m *testing.M) {
 	if os.Getenv(asHookbridge) == "1" {
 		os.Exit(Main(os.Args[1:], builtin.Handlers()))
 	}
-	goleak.VerifyTestMain(m)
+	hookbridgetest.VerifyNoLeaks(m)
 }

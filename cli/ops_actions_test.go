@@ -85,11 +85,17 @@ func TestOpsCommandsAgainstRunningEmbeddedServe(t *testing.T) {
 	if _, err := runOps(t, append([]string{"send", "--type", orders.Created, "--id", "evt-1", "--data", `{"order_id":"o-1","amount_cents":100,"currency":"EUR"}`}, flags...)...); err != nil {
 		t.Fatalf("send: %v", err)
 	}
-	hookbridgetest.Eventually(t, 20*time.Second, "event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "event applied", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'evt-1'`) == 1
 	})
 
-	out, err := runOps(t, append([]string{"status"}, flags...)...)
+	// The ack follows the commit: the durable's figures settle after the
+	// inbox row shows.
+	var out string
+	hookbridgetest.Eventually(t, time.Minute, "status with the event acked", func() bool {
+		out, err = runOps(t, append([]string{"status"}, flags...)...)
+		return err == nil && regexpLine(out, `^HOOKS\s+1\s`) && regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s`)
+	})
 	if err != nil || !regexpLine(out, `^HOOKS\s+1\s`) || !regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s`) {
 		t.Fatalf("status against the running serve: %v\n%s", err, out)
 	}

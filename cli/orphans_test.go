@@ -39,7 +39,7 @@ func TestOrphanedDurablesShownAndDeleted(t *testing.T) {
 	}
 	t.Cleanup(it.Stop)
 	go func() { _, _ = it.Next() }() // a pull request waits on the server
-	hookbridgetest.Eventually(t, 10*time.Second, "a pull request waiting", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "a pull request waiting", func() bool {
 		ci, err := pulled.Info(ctx)
 		return err == nil && ci.NumWaiting > 0
 	})

@@ -89,7 +89,7 @@ func (d *selftestDeployment) start(t *testing.T, handlers app.Handlers, selftest
 	}
 	t.Cleanup(d.stop)
 	// Ready once migrated and every consumer has its durable.
-	hookbridgetest.Eventually(t, 30*time.Second, "serve ready", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "serve ready", func() bool {
 		resp, err := http.Get(d.url + "/readyz")
 		if err != nil {
 			return false
@@ -326,7 +326,7 @@ func TestServeWithoutTheSelftestRemovesItsDurable(t *testing.T) {
 	}
 
 	d.start(t, builtin.Handlers(), false)
-	hookbridgetest.Eventually(t, 30*time.Second, "the self-test's durable removed", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the self-test's durable removed", func() bool {
 		_, err := d.ns.JS.Consumer(ctx, stream.Hooks, selftest.Consumer)
 		return errors.Is(err, jetstream.ErrConsumerNotFound)
 	})
@@ -346,7 +346,7 @@ func TestServeWithoutTheSelftestRemovesItsDurable(t *testing.T) {
 			t.Errorf("durable %s: %v, want it kept", name, err)
 		}
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "the orphan in the metrics", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the orphan in the metrics", func() bool {
 		m := scrape(t, d.url+"/metrics")
 		return strings.Contains(m, `hookbridge_stream_hooks_orphaned_durables{durable="gone"} 1`) &&
 			!strings.Contains(m, `durable="orders`) && !strings.Contains(m, `durable="hookbridge_selftest"`)

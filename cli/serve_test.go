@@ -41,7 +41,7 @@ func TestServeWithOnlyCustomHandlersAndNoConfigStarts(t *testing.T) {
 		done <- run(ctx, []string{"serve"}, rt, func(code int) { t.Errorf("command line exited with %d", code) })
 	}()
 
-	hookbridgetest.Eventually(t, 30*time.Second, "serve started", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "serve started", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("serve exited with %d before it started:\n%s", code, stderr.String())

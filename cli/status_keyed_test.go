@@ -51,7 +51,7 @@ func TestStatusShowsKeyedConsumer(t *testing.T) {
 	host, _ := os.Hostname()
 	member := regexp.QuoteMeta(host) + `\s+` + regexp.QuoteMeta(itoa(os.Getpid())) + `\s+` + itoa(stream.DefaultPartitions) + `\s+`
 	var out string
-	hookbridgetest.Eventually(t, 30*time.Second, "the keyed consumer in status", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the keyed consumer in status", func() bool {
 		out, err = runOps(t, append([]string{"status"}, flags...)...)
 		return err == nil && regexpLine(out, `^KEYED orders: `+itoa(stream.DefaultPartitions)+` partitions, \d+ pinned; 1 member\(s\)$`) && regexpLine(out, `^\w+\s+`+member+`0\s+\S+$`)
 	})
@@ -59,7 +59,7 @@ func TestStatusShowsKeyedConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns.PublishKeyedHook(t, "demo", "evt-1", orders.Created, "o-1", orders.WebhookBody(orders.Created, "o-1", 100))
-	hookbridgetest.Eventually(t, 30*time.Second, "the paused event in the member's backlog", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the paused event in the member's backlog", func() bool {
 		out, err = runOps(t, append([]string{"status"}, flags...)...)
 		return err == nil && regexpLine(out, `^\w+\s+`+member+`1\s+\S+$`) && regexpLine(out, `^HOOKS\s+orders \(paused\)\s+1\s+0\s+0\s+0\s+\d+\s+\d+s\s+0$`)
 	})

@@ -5,11 +5,12 @@
 // server ([NATS]), the consumer's real apply path ([Database.Apply]: inbox
 // claim, handler, commit, exactly as serve applies a batch), helpers that
 // read and assert the outbox ([Database.Outbox], [Database.RequireOutbox]),
-// and signed webhook requests for every scheme ([SignedRequest]). Tests
-// using it can run in parallel and be repeated. An Example function, which
-// has no *testing.T, gets the [testing.TB] the helpers take from
-// [Example], so that its printed output is checked against a real
-// database too.
+// signed webhook requests for every scheme ([SignedRequest]), waits on
+// asynchronous state ([Eventually], [Database.AwaitCount]) and a
+// goroutine check for TestMain ([VerifyNoLeaks]). Tests using it can run
+// in parallel and be repeated. An Example function, which has no
+// *testing.T, gets the [testing.TB] the helpers take from [Example], so
+// that its printed output is checked against a real database too.
 //
 // The databases are created on HOOKBRIDGE_TEST_DATABASE_URL, else on the
 // local Postgres (127.0.0.1:5432, user postgres, trust authentication). A
@@ -159,12 +160,31 @@ func (j *JetStream) StreamMsgs(t testing.TB, name string) uint64 {
 }
 
 // Eventually polls cond every 10 ms until it is true or timeout passes.
+// A test waits on the state it asserts, never on time: give it a
+// generous timeout (a minute: a loaded 2-core machine takes tens of
+// seconds for what takes milliseconds on a quiet one).
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// AwaitCount runs a count(*) query until it counts want or a minute
+// passes, and returns the count it read last, for the caller to assert
+// on: the rows of an asynchronous apply or publish take their time on a
+// loaded machine, and a miss still reports the real figure.
+func (d *Database) AwaitCount(t testing.TB, want int, query string, args ...any) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n := d.Count(t, query, args...)
+		if n == want || time.Now().After(deadline) {
+			return n
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -139,11 +139,14 @@ func TestOrderingKeyWritersSerialise(t *testing.T) {
 			return publisher.Enqueue(ctx, tx, msg("k-second", "K"))
 		})
 	}()
-	select {
-	case err := <-second:
-		t.Fatalf("second writer of key K finished while the first was open: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	hookbridgetest.Eventually(t, time.Minute, "the second writer waiting for the first", func() bool {
+		select {
+		case err := <-second:
+			t.Fatalf("second writer of key K finished while the first was open: %v", err)
+		default:
+		}
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
 	if err := first.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -284,11 +287,14 @@ func TestEnqueueBatchConcurrentSameID(t *testing.T) {
 			return publisher.EnqueueBatch(ctx, tx, []publisher.Message{msg("c-3", ""), msg("c-2", "")})
 		})
 	}()
-	select {
-	case err := <-second:
-		t.Fatalf("second writer of id c-2 finished while the first was open: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	hookbridgetest.Eventually(t, time.Minute, "the second writer waiting for the first", func() bool {
+		select {
+		case err := <-second:
+			t.Fatalf("second writer of id c-2 finished while the first was open: %v", err)
+		default:
+		}
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
 	if err := first.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -171,7 +171,7 @@ func TestEnqueueFunctionWakesRelay(t *testing.T) {
 	if _, err := db.Pool.Exec(ctx, "SELECT pg_notify('hookbridge_outbox', 'marker')"); err != nil {
 		t.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute) // each wait ends with its notification
 	defer cancel()
 	n, err := conn.Conn().WaitForNotification(wctx)
 	if err != nil || n.Payload != "marker" {

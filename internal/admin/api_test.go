@@ -564,7 +564,7 @@ func TestReplayDryRunThenJob(t *testing.T) {
 		Total uint64 `json:"total"`
 		Error string `json:"error"`
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "replay job to end", func() bool {
+	hookbridgetest.Eventually(t, 2*time.Minute, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)
 		return st.State != "running"
 	})
@@ -773,7 +773,7 @@ func TestEventLifeOfADiscardedDeadLetter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := c.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+	msgs, err := c.Fetch(1, jetstream.FetchMaxWait(time.Minute)) // returns with the message
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -782,7 +782,7 @@ func TestEventLifeOfADiscardedDeadLetter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hookbridgetest.Eventually(t, 5*time.Second, "ack floor past the message", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "ack floor past the message", func() bool {
 		info, err := c.Info(ctx)
 		return err == nil && info.AckFloor.Stream >= pSeq
 	})

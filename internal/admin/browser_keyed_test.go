@@ -65,19 +65,22 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	// idle one may have no pin.
 	b.until("the keyed detail of orders", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("%d partitions, ") && `+
 		`document.querySelector(%q).textContent.endsWith("; 1 member")`, detail+" summary", parts, detail+" summary"))
-	if got := b.text(`#ov-consumers tr[data-consumer="orders"] td[data-label="Consumer"]`); !strings.Contains(got, fmt.Sprintf("keyed: %d partitions", parts)) {
+	keyed := fmt.Sprintf("keyed: %d partitions", parts)
+	if got := b.textWhen(`#ov-consumers tr[data-consumer="orders"] td[data-label="Consumer"]`, has(keyed)); !strings.Contains(got, keyed) {
 		t.Errorf("the orders row shows %q, want it marked keyed with its partitions", got)
 	}
 	b.do("open the detail", chromedp.Click(css(detail+" summary")))
 	member := detail + " tr[data-member]"
 	b.until("the member row", fmt.Sprintf(`document.querySelectorAll(%q).length === 1`, member))
-	b.shot("keyed-detail")
+	// The member row shows up before the partitions are assigned to it
+	// (seconds on a loaded machine): each figure is waited for.
 	for label, want := range map[string]string{"Host": host, "PID": fmt.Sprint(os.Getpid()), "Partitions": fmt.Sprint(parts), "Backlog": "0"} {
-		if got := b.text(member + fmt.Sprintf(` td[data-label=%q]`, label)); got != want {
+		if got := b.textWhen(member+fmt.Sprintf(` td[data-label=%q]`, label), is(want)); got != want {
 			t.Errorf("member %s shown as %q, want %q", label, got, want)
 		}
 	}
-	if n := b.eval(fmt.Sprintf(`document.querySelectorAll(%q).length === %d`, detail+" tr[data-partition]", parts)); !n {
+	b.shot("keyed-detail")
+	if n := b.evalWhen(fmt.Sprintf(`document.querySelectorAll(%q).length === %d`, detail+" tr[data-partition]", parts)); !n {
 		t.Errorf("the detail does not list %d partitions", parts)
 	}
 
@@ -102,7 +105,7 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 		t.Fatal("a paused consumer applied an event")
 	}
 	b.do("resume orders", chromedp.Click(css(crow+" button")))
-	hookbridgetest.Eventually(t, 30*time.Second, "the event applied after resume", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the event applied after resume", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag'") == 1
 	})
 	b.until("no backlog", fmt.Sprintf(`document.querySelector(%q).textContent === "0"`, member+` td[data-label="Backlog"]`))
@@ -120,13 +123,13 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	if code := s.post(t, "evt-k1", "o-k", 100); code != http.StatusAccepted {
 		t.Fatalf("evt-k1: status %d", code)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "evt-k1 dead-lettered", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "evt-k1 dead-lettered", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'evt-k1'") == 1
 	})
 	if code := s.post(t, "evt-k2", "o-k", 200); code != http.StatusAccepted {
 		t.Fatalf("evt-k2: status %d", code)
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "evt-k1 passed by evt-k2", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "evt-k1 passed by evt-k2", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'evt-k1' AND passed_by_event = 'evt-k2'") == 1
 	})
 	dl := s.id(t, "SELECT id FROM hookbridge.dead_letters WHERE event_id = 'evt-k1'")

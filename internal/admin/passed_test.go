@@ -102,7 +102,7 @@ func TestRequeuePassedDeadLetterAPI(t *testing.T) {
 		SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list"`
 		Summary           engine.ReplaySummary    `json:"summary"`
 	}
-	hookbridgetest.Eventually(t, 30*time.Second, "replay job to end", func() bool {
+	hookbridgetest.Eventually(t, 2*time.Minute, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)
 		return st.State != "running"
 	})

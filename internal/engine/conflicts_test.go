@@ -55,7 +55,7 @@ func TestConflictRecorderDecodesEventType(t *testing.T) {
 			t.Errorf("recorder run: %v", err)
 		}
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "every conflict recorded", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every conflict recorded", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.conflicts") == len(cases)
 	})
 	for id, c := range cases {

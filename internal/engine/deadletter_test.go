@@ -46,11 +46,12 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 			MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond}})
 		seq := ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{"x":1}`))
 
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
-		// Give a (wrong) redelivery time to happen before counting.
-		time.Sleep(300 * time.Millisecond)
+		// The message is terminated after its dead letter is recorded;
+		// once it is, no (wrong) redelivery can come any more.
+		awaitSettled(t, ns, "strict")
 		if calls != 1 {
 			t.Fatalf("handler ran %d times, want 1", calls)
 		}
@@ -92,14 +93,14 @@ func TestMaxDeliverDeadLettersAfterLastDelivery(t *testing.T) {
 
 		start := time.Now()
 		ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
 		// Two naks of 50 ms each come before the third delivery fails.
 		if elapsed := time.Since(start); elapsed < 100*time.Millisecond {
 			t.Fatalf("dead-lettered after %s, before the backoff schedule allowed", elapsed)
 		}
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "orders") // terminated after the dead letter is recorded
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3 AND reason = 'max_deliver' AND last_error LIKE '%unknown order%'"); n != 1 {
 			t.Fatalf("dead letters with 3 deliveries = %d, want 1", n)
 		}
@@ -127,7 +128,7 @@ func TestUnusableMessageIsDeadLettered(t *testing.T) {
 		if _, err := ns.JS.PublishMsg(context.Background(), msg); err != nil {
 			t.Fatal(err)
 		}
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'unusable' AND source = 'demo' AND event_id = ''") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {

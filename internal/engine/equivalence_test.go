@@ -271,6 +271,32 @@ func publishEvent(t *testing.T, ns *hookbridgetest.JetStream, ev consumer.Event,
 	}
 }
 
+// consumerInfo reads durable name's state on HOOKS.
+func consumerInfo(t *testing.T, ns *hookbridgetest.JetStream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := ns.JS.Consumer(context.Background(), stream.Hooks, name)
+	if err != nil {
+		t.Fatalf("consumer %s: %v", name, err)
+	}
+	info, err := c.Info(context.Background())
+	if err != nil {
+		t.Fatalf("consumer %s info: %v", name, err)
+	}
+	return info
+}
+
+// awaitSettled waits until durable name has nothing pending and nothing
+// unacknowledged, and returns its state then.
+func awaitSettled(t *testing.T, ns *hookbridgetest.JetStream, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	var info *jetstream.ConsumerInfo
+	hookbridgetest.Eventually(t, time.Minute, name+" settled", func() bool {
+		info = consumerInfo(t, ns, name)
+		return info.NumPending == 0 && info.NumAckPending == 0
+	})
+	return info
+}
+
 // settled reports whether the durable consumer has nothing pending and
 // nothing unacknowledged: every message was acked or terminated.
 func settled(t *testing.T, ns *hookbridgetest.JetStream, name string) bool {

@@ -138,7 +138,7 @@ func TestMuxRoutesSpellingsOfOneSubject(t *testing.T) {
 		for i, typ := range []string{"orders/create", "orders.create", "shop/items.update", "deploy:staging"} {
 			ns.PublishHook(t, "shop", fmt.Sprintf("e%d", i), typ, []byte(`{}`))
 		}
-		hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters"); n != 0 {

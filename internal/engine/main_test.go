@@ -3,11 +3,12 @@ package engine_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
 )
 
 // TestMain fails the package if any test leaves a goroutine running:
-// every goroutine the runner starts must stop with its context.
+// every goroutine the runner starts must stop with its context (given a
+// minute to stop).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	hookbridgetest.VerifyNoLeaks(m)
 }

@@ -66,11 +66,12 @@ func TestDeadMemberDoesNotStallTheOthers(t *testing.T) {
 		return nc
 	}
 	a := run(hanging)
-	durable, err := ns.JS.Consumer(context.Background(), stream.Hooks, "things")
-	for err != nil {
-		time.Sleep(50 * time.Millisecond)
+	var durable jetstream.Consumer
+	hookbridgetest.Eventually(t, time.Minute, "the durable made", func() bool {
+		var err error
 		durable, err = ns.JS.Consumer(context.Background(), stream.Hooks, "things")
-	}
+		return err == nil
+	})
 	// a takes as much as it will: its holdings stop growing.
 	var held int
 	hookbridgetest.Eventually(t, time.Minute, "member a holding a stable share", func() bool {

@@ -21,7 +21,7 @@ func TestKeyedGracefulLeaveHandsOver(t *testing.T) {
 	attempts := &sync.Map{}
 	a := startMember(t, db, ns, "a", attempts, 16)
 	startMember(t, db, ns, "b", attempts, 16)
-	time.Sleep(3 * time.Second) // both have their share
+	awaitMembersSplit(t, ns, "versions", 2) // both have their share
 	keys := map[int]string{}
 	for i := 0; len(keys) < stream.DefaultPartitions; i++ {
 		k := fmt.Sprintf("key%d", i)

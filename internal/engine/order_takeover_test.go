@@ -20,15 +20,18 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// hangFirst hangs in the first version of every key until release closes.
+// hangFirst hangs in the first version of every key until release
+// closes, counting in hanging the versions it holds.
 type hangFirst struct {
 	versionHandler
 	release <-chan struct{}
+	hanging *atomic.Int32
 }
 
 func (h hangFirst) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
 	var b versionBody
 	if json.Unmarshal(ev.Body, &b) == nil && b.V == 1 {
+		h.hanging.Add(1)
 		select {
 		case <-h.release:
 		case <-ctx.Done():
@@ -84,7 +87,8 @@ func TestKeyedTakeoverWhileTheOldOwnerHolds(t *testing.T) {
 			close(release)
 		}
 	})
-	start("b", hangFirst{versionHandler{member: "b", attempts: attempts, dead: new(atomic.Bool)}, release})
+	var hanging atomic.Int32
+	start("b", hangFirst{versionHandler{member: "b", attempts: attempts, dead: new(atomic.Bool)}, release, &hanging})
 	want := map[string]int{}
 	var mu sync.Mutex
 	publish := func() {
@@ -97,7 +101,7 @@ func TestKeyedTakeoverWhileTheOldOwnerHolds(t *testing.T) {
 		}
 	}
 	publish()
-	time.Sleep(time.Second) // b takes both v1 into hanging batches
+	hookbridgetest.Eventually(t, time.Minute, "b holding both v1 in hanging batches", func() bool { return hanging.Load() >= 2 })
 	start("a", versionHandler{member: "a", attempts: attempts, dead: new(atomic.Bool)})
 	stop := time.Now().Add(25 * time.Second) // past b's pin (pinnedTTL)
 	for time.Now().Before(stop) {
@@ -153,7 +157,7 @@ func TestKeyedTakeoverPullsPastAFullWindow(t *testing.T) {
 		ns.PublishKeyedHook(t, "demo", fmt.Sprintf("%s-v%d", key, v), "version.set", key, body)
 	}
 	durable := stream.PartitionDurable("versions", stream.Partition(stream.OrderingKeyHeader(key), stream.DefaultPartitions))
-	hookbridgetest.Eventually(t, 30*time.Second, "b holds messages of the key", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "b holds messages of the key", func() bool {
 		c, err := ns.JS.Consumer(context.Background(), stream.Hooks, durable)
 		if err != nil {
 			return false

@@ -299,7 +299,7 @@ func TestKeyedOrderSurvivesFailuresAndMembership(t *testing.T) {
 	}
 	// Every dead version but a key's last one was followed by a later
 	// version of its key: each records that it was passed.
-	hookbridgetest.Eventually(t, 10*time.Second, "dead letters marked as passed", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "dead letters marked as passed", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE passed_at IS NULL`) == 0
 	})
 }

@@ -71,7 +71,7 @@ func TestBusyWorkersDropNoMessages(t *testing.T) {
 		Name: "busy", EventTypes: []string{"thing.done"}, Handler: h,
 		Concurrency: 1, AckWait: 30 * time.Second,
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
+	hookbridgetest.Eventually(t, time.Minute, "the worker busy", func() bool { return calls.Load() >= 1 })
 	// A backlog arrives while the worker is busy, more than the pull
 	// window, then events keep trickling in, as under load.
 	for i := range backlog {
@@ -82,7 +82,7 @@ func TestBusyWorkersDropNoMessages(t *testing.T) {
 		time.Sleep(7 * time.Second / trickle)
 	}
 	close(release)
-	hookbridgetest.Eventually(t, 20*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1+backlog+trickle
 	})
 	mu.Lock()

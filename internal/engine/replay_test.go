@@ -63,14 +63,14 @@ func TestReplayDeadLetterAppliesOnceAfterCause(t *testing.T) {
 		startConsumer(t, db, ns, bs, ordersOptions("orders", 3))
 
 		paySeq := ns.PublishHook(t, "demo", "pay-1", orders.Paid, orders.WebhookBody(orders.Paid, "o1", 100))
-		hookbridgetest.Eventually(t, 10*time.Second, "dead letter", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE deliveries = 3") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM demo.orders"); n != 0 {
 			t.Fatalf("orders = %d before order.created", n)
 		}
 		ns.PublishHook(t, "demo", "create-1", orders.Created, orders.WebhookBody(orders.Created, "o1", 100))
-		hookbridgetest.Eventually(t, 10*time.Second, "order created", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "order created", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'created'") == 1
 		})
 
@@ -132,7 +132,7 @@ func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 			id := fmt.Sprintf("o%03d", i)
 			ns.PublishHook(t, "demo", "c-"+id, orders.Created, orders.WebhookBody(orders.Created, id, 100))
 		}
-		hookbridgetest.Eventually(t, 30*time.Second, "orders created", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "orders created", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == n
 		})
 		time.Sleep(10 * time.Millisecond) // stream timestamps of the two halves differ
@@ -145,7 +145,7 @@ func TestReplayRangeOfAppliedEventsIsAllDuplicates(t *testing.T) {
 				firstPaySeq = seq
 			}
 		}
-		hookbridgetest.Eventually(t, 30*time.Second, "orders paid", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "orders paid", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders WHERE status = 'paid'") == n
 		})
 		want := fmt.Sprintf("inbox=%d orders=%d versions=%d outbox=%d conflicts=0 dead=0 unresolved=0", 2*n, n, 2*n, 2*n)

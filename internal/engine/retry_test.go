@@ -63,8 +63,9 @@ func startConsumer(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest
 
 // startThingDone runs a consumer named name for "thing.done" at batch
 // size bs with handler h, max_deliver maxDeliver and a 20ms backoff, then
-// publishes one such event (id e1, body {}).
-func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name string, maxDeliver int, h consumer.Handler) {
+// publishes one such event (id e1, body {}) on a server of its own, which
+// it returns.
+func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name string, maxDeliver int, h consumer.Handler) *hookbridgetest.JetStream {
 	t.Helper()
 	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
@@ -73,6 +74,7 @@ func startThingDone(t *testing.T, db *hookbridgetest.Database, bs int, name stri
 		MaxDeliver: maxDeliver, Backoff: []time.Duration{20 * time.Millisecond},
 	})
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
+	return ns
 }
 
 // ordersOptions is the demo consumer with a fast retry schedule.
@@ -127,7 +129,7 @@ func TestTransientFailuresDoNotCountTowardMaxDeliver(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "flaky", 2, h)
-		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := calls.Load(); n != 7 {
@@ -162,11 +164,11 @@ func TestOnlyOrdinaryFailuresCountTowardMaxDeliver(t *testing.T) {
 			counted <- failures
 			return errors.New("ordinary failure")
 		})
-		startThingDone(t, db, bs, "budget", 3, h)
-		hookbridgetest.Eventually(t, 20*time.Second, "dead letter", func() bool {
+		ns := startThingDone(t, db, bs, "budget", 3, h)
+		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1
 		})
-		time.Sleep(300 * time.Millisecond) // a wrong redelivery would show now
+		awaitSettled(t, ns, "budget") // terminated: a wrong redelivery would have come before
 		if n := calls.Load(); n != 8 {
 			t.Fatalf("handler ran %d times, want 8 (5 serialization failures, 3 ordinary ones)", n)
 		}
@@ -201,7 +203,7 @@ func TestFailureCounterGoesWithTheApply(t *testing.T) {
 			return nil
 		})
 		startThingDone(t, db, bs, "heal", 5, h)
-		hookbridgetest.Eventually(t, 10*time.Second, "event applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "event applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 1
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_failures"); n != 0 {
@@ -309,7 +311,7 @@ func TestTerminatedBackendsLoseNothing(t *testing.T) {
 		hookbridgetest.Eventually(t, 5*time.Minute, "all applied after the terminations", func() bool {
 			return countRetrying(t, db, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
-		time.Sleep(200 * time.Millisecond) // let stragglers (redeliveries) finish
+		awaitSettled(t, ns, "orders") // stragglers (redeliveries) finished
 		// The pool's idle connections may have been terminated by that last
 		// round (57P01 on the next query); the final counts use a connection
 		// opened after the storm.
@@ -421,7 +423,7 @@ func TestOutagePausesIntake(t *testing.T) {
 			}
 		}
 		publish(0)
-		hookbridgetest.Eventually(t, 30*time.Second, "first half applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "first half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == n
 		})
 
@@ -442,12 +444,18 @@ func TestOutagePausesIntake(t *testing.T) {
 			t.Fatal(err)
 		}
 		publish(n)
-		time.Sleep(2 * time.Second)
+		// The outage lasts 2 s, and until the consumer has met it (a
+		// loaded machine may not pull within 2 s).
+		outageEnds := time.Now().Add(2 * time.Second)
+		hookbridgetest.Eventually(t, time.Minute, "intake paused by the outage", func() bool {
+			return logs.count("postgres unreachable; intake paused") > 0 && logs.count("event failed on a transient database error, will retry") > 0
+		})
+		time.Sleep(time.Until(outageEnds))
 		failed := logs.count("event failed on a transient database error, will retry")
 		paused := logs.count("postgres unreachable; intake paused")
 		setConnections(true)
 
-		hookbridgetest.Eventually(t, 30*time.Second, "second half applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "second half applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 2*n
 		})
 		if got := db.Count(t, "SELECT count(*) FROM demo.orders"); got != 2*n {
@@ -494,7 +502,7 @@ func TestRecoveryIsLogged(t *testing.T) {
 	startConsumer(t, db, ns, 1, engine.Options{Name: "heal", EventTypes: []string{"thing.done"}, Handler: h, MaxDeliver: 5,
 		Backoff: []time.Duration{20 * time.Millisecond}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
-	hookbridgetest.Eventually(t, 30*time.Second, "the recovery logged", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "the recovery logged", func() bool {
 		return strings.Contains(logs.String(), `level=INFO msg="event applied after retrying"`)
 	})
 	line := logs.String()[strings.Index(logs.String(), `msg="event applied after retrying"`):]

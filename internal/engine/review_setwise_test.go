@@ -98,13 +98,28 @@ func TestFailureCountDuringConcurrentApplyLeavesNoCounter(t *testing.T) {
 		_, err := engine.CountFailure(ctx, db.Pool, "orders", ev, errors.New("handler failed on the other delivery"))
 		counted <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // let the count run (or wait) while the apply is open
+	// The count runs while the apply is open: it ends, or it waits for
+	// the apply's lock.
+	var countErr error
+	countDone := false
+	hookbridgetest.Eventually(t, time.Minute, "the count done or waiting for the apply", func() bool {
+		select {
+		case countErr = <-counted:
+			countDone = true
+			return true
+		default:
+		}
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
 	close(release)
 	if r := <-applied; r.Outcome != consumer.Processed {
 		t.Fatalf("apply: %v %v", r.Outcome, r.Err)
 	}
-	if err := <-counted; err != nil {
-		t.Fatalf("count: %v", err)
+	if !countDone {
+		countErr = <-counted
+	}
+	if countErr != nil {
+		t.Fatalf("count: %v", countErr)
 	}
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures`); n != 0 {
 		t.Errorf("%d failure counters left behind by an applied message, want 0", n)

@@ -36,10 +36,10 @@ func TestHandlerPanicFailsOnlyThatDelivery(t *testing.T) {
 		startConsumer(t, db, ns, bs, engine.Options{Name: "panicky", EventTypes: []string{orders.Created}, Handler: h,
 			Backoff: []time.Duration{20 * time.Millisecond}, AckWait: time.Second})
 		ns.PublishHook(t, "demo", "e1", orders.Created, orders.WebhookBody(orders.Created, "o1", 10))
-		hookbridgetest.Eventually(t, 10*time.Second, "order applied after the panic", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "order applied after the panic", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 		})
-		time.Sleep(200 * time.Millisecond)
+		awaitSettled(t, ns, "panicky") // acked: no delivery is left to come
 		if got := calls.Load(); got != 2 {
 			t.Fatalf("handler ran %d times, want 2 (panicked once, applied once)", got)
 		}
@@ -74,7 +74,7 @@ func TestTimedOutEventIsDeadLettered(t *testing.T) {
 		hookbridgetest.Eventually(t, time.Minute, "dead letter", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters WHERE reason = 'max_deliver'") == 1
 		})
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "slow") // terminated: no delivery is left to come
 		if got := calls.Load(); got != 2 {
 			t.Fatalf("handler ran %d times, want 2 (max_deliver)", got)
 		}
@@ -108,7 +108,7 @@ func TestSlowEventDoesNotFailItsBatch(t *testing.T) {
 		for _, id := range []string{"slow", "ok1", "ok2"} {
 			ns.PublishHook(t, "demo", id, orders.Created, orders.WebhookBody(orders.Created, "order-"+id, 1))
 		}
-		hookbridgetest.Eventually(t, 10*time.Second, "the two good events applied", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "the two good events applied", func() bool {
 			return db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id IN ('ok1', 'ok2')") == 2
 		})
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'slow'"); n != 0 {
@@ -129,19 +129,19 @@ func TestDeletedDurableConsumerIsRecreated(t *testing.T) {
 		startConsumer(t, db, ns, bs, engine.Options{Name: "phoenix", EventTypes: []string{orders.Created},
 			Handler: orders.Handler("phoenix"), Backoff: []time.Duration{20 * time.Millisecond}})
 		ns.PublishHook(t, "demo", "e1", orders.Created, orders.WebhookBody(orders.Created, "o1", 1))
-		hookbridgetest.Eventually(t, 10*time.Second, "first event", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "first event", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 1
 		})
 		if err := ns.JS.DeleteConsumer(context.Background(), stream.Hooks, "phoenix"); err != nil {
 			t.Fatal(err)
 		}
 		ns.PublishHook(t, "demo", "e2", orders.Created, orders.WebhookBody(orders.Created, "o2", 1))
-		hookbridgetest.Eventually(t, 20*time.Second, "event after the durable was deleted", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "event after the durable was deleted", func() bool {
 			return db.Count(t, "SELECT count(*) FROM demo.orders") == 2
 		})
 		// The re-created durable starts from the beginning: e1 comes back and
 		// is a duplicate, so nothing is applied twice.
-		time.Sleep(300 * time.Millisecond)
+		awaitSettled(t, ns, "phoenix")
 		if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 2 {
 			t.Fatalf("inbox rows = %d, want 2", n)
 		}

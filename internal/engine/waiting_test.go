@@ -51,21 +51,29 @@ func TestBatchWaitingForAWorkerIsNotRedelivered(t *testing.T) {
 		Concurrency: 1, AckWait: time.Second, HandlerTimeout: 30 * time.Second,
 	})
 	ns.PublishHook(t, "demo", "first", "thing.done", []byte(`{}`))
-	hookbridgetest.Eventually(t, 10*time.Second, "the worker busy", func() bool { return calls.Load() >= 1 })
+	hookbridgetest.Eventually(t, time.Minute, "the worker busy", func() bool { return calls.Load() >= 1 })
 	for i := range 3 {
 		ns.PublishHook(t, "demo", fmt.Sprintf("e%d", i), "thing.done", []byte(`{}`))
 	}
-	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half
+	hookbridgetest.Eventually(t, time.Minute, "the three delivered while the worker is busy", func() bool {
+		info := consumerInfo(t, ns, "waiting")
+		return info.NumPending == 0 && info.NumAckPending == 4
+	})
+	time.Sleep(3500 * time.Millisecond) // three ack_waits and a half pass while they wait
 	close(release)
-	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 	})
-	time.Sleep(1500 * time.Millisecond) // room for a redelivery to arrive
+	// Every message acked: no redelivery can come any more, and any that
+	// came counts in the durable's deliveries. The tracer hears of an
+	// apply after its commit.
+	info := awaitSettled(t, ns, "waiting")
+	hookbridgetest.Eventually(t, time.Minute, "the four applies traced", func() bool { return outcomes.applied.Load() >= 4 })
 	mu.Lock()
 	defer mu.Unlock()
-	if n := outcomes.applied.Load(); n != 4 || len(redeliver) != 0 || calls.Load() != 4 {
-		t.Fatalf("%d deliveries applied or found duplicate, %d handler calls for 4 events; applied on a redelivery: %v",
-			n, calls.Load(), redeliver)
+	if n := outcomes.applied.Load(); n != 4 || len(redeliver) != 0 || calls.Load() != 4 || info.Delivered.Consumer != 4 {
+		t.Fatalf("%d deliveries applied or found duplicate, %d handler calls and %d deliveries for 4 events; applied on a redelivery: %v",
+			n, calls.Load(), info.Delivered.Consumer, redeliver)
 	}
 }
 
@@ -121,17 +129,21 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 	// Stored before the consumer starts, so they make one full batch.
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
 	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
+	// A batch_wait far longer than the steps below take on a loaded
+	// machine; a batch of two goes as soon as it is full.
 	startConsumer(t, db, ns, 2, engine.Options{
 		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
-		Concurrency: 2, BatchWait: 3 * time.Second,
+		Concurrency: 2, BatchWait: 20 * time.Second, AckWait: time.Minute,
 	})
-	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
-	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 3s
-	time.Sleep(300 * time.Millisecond)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
+	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 20s
+	hookbridgetest.Eventually(t, time.Minute, "e3 delivered", func() bool { return consumerInfo(t, ns, "wait").NumAckPending == 3 })
 	close(h.release) // the first batch ends
-	time.Sleep(700 * time.Millisecond)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch committed", func() bool {
+		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") >= 2
+	})
 	ns.PublishHook(t, "demo", "e4", "thing.done", []byte(`{}`)) // still within e3's batch_wait
-	hookbridgetest.Eventually(t, 10*time.Second, "every event applied", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every event applied", func() bool {
 		return db.Count(t, "SELECT count(*) FROM hookbridge.inbox") == 4
 	})
 	if got := fmt.Sprint(h.get()); got != "[2 2]" {
@@ -161,12 +173,15 @@ func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	hookbridgetest.Eventually(t, 10*time.Second, "the first batch applying", h.holding)
+	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
 	const more = 7 // a full batch, and a partial one still in its batch_wait at shutdown
 	for i := range more {
 		ns.PublishHook(t, "demo", fmt.Sprintf("b%d", i), "thing.done", []byte(`{}`))
 	}
-	time.Sleep(200 * time.Millisecond)
+	hookbridgetest.Eventually(t, time.Minute, "every message delivered", func() bool {
+		info := consumerInfo(t, ns, "stop")
+		return info.NumPending == 0 && info.NumAckPending == 4+more
+	})
 	cancel()
 	time.Sleep(200 * time.Millisecond)
 	close(h.release)
@@ -181,7 +196,7 @@ func TestShutdownAppliesAndAcksWhatItHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info *jetstream.ConsumerInfo
-	hookbridgetest.Eventually(t, 5*time.Second, "no message left unacknowledged", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "no message left unacknowledged", func() bool {
 		info, err = cons.Info(context.Background())
 		return err == nil && info.NumAckPending == 0
 	})

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,9 +73,19 @@ func (e *gateEnv) waitEntered(t *testing.T) {
 	t.Helper()
 	select {
 	case <-e.entered:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the requeue never reached the handler")
 	}
+}
+
+// awaitLanded waits until a second action on the dead letter has landed
+// while the first one applies: it has returned (done), or it waits for a
+// lock the apply holds.
+func (e *gateEnv) awaitLanded(t *testing.T, done *atomic.Bool) {
+	t.Helper()
+	hookbridgetest.Eventually(t, time.Minute, "the second action done or waiting for the apply", func() bool {
+		return done.Load() || e.db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
 }
 
 // A discard that lands while a requeue of the same dead letter is
@@ -103,11 +114,13 @@ func TestDiscardDuringRequeue(t *testing.T) {
 		err    error
 	}
 	dc := make(chan discarded, 1)
+	var returned atomic.Bool
 	go func() {
 		status, err := e.ops.DiscardDeadLetter(ctx, id, "not wanted")
+		returned.Store(true)
 		dc <- discarded{status, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // give the discard its chance to land mid-apply
+	e.awaitLanded(t, &returned) // the discard lands mid-apply
 	close(e.release)
 
 	r := <-rq
@@ -151,14 +164,16 @@ func TestConcurrentRequeuesApplyOnce(t *testing.T) {
 		err error
 	}
 	rq := make(chan requeued, 2)
+	var returned atomic.Bool
 	for range 2 {
 		go func() {
 			res, err := e.ops.RequeueDeadLetter(ctx, id, ops.RequeueOptions{})
+			returned.Store(true)
 			rq <- requeued{res, err}
 		}()
 	}
 	e.waitEntered(t)
-	time.Sleep(200 * time.Millisecond)
+	e.awaitLanded(t, &returned) // the other requeue lands while the first applies
 	close(e.release)
 	var statuses []string
 	for range 2 {

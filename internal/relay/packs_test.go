@@ -210,7 +210,7 @@ func TestPackFailureBeforePublishLeavesItPending(t *testing.T) {
 
 	relay.SetBeforePublish(r, nil)
 	runRelay(t, r)
-	hookbridgetest.Eventually(t, 10*time.Second, "all sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "all sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
 	})
 	got := eventsMsgs(t, ns.JS)

@@ -419,7 +419,9 @@ func TestBrokerOutage(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the broker was never stopped")
 	}
-	time.Sleep(time.Second) // rows keep coming while NATS is down
+	hookbridgetest.Eventually(t, time.Minute, "rows pending while NATS is down", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'`) > 0
+	})
 	t.Logf("broker down; %d rows sent before", db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status='sent'`))
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'`); n == 0 {
 		t.Fatalf("no pending rows during the outage: the test would prove nothing")
@@ -554,15 +556,18 @@ func TestMalformedRowDeadAtOnce(t *testing.T) {
 	}
 }
 
-// Proof 8: a committed row is published within milliseconds thanks to
-// LISTEN/NOTIFY, although the poll interval is a minute.
+// Proof 8: a committed row is published at once thanks to LISTEN/NOTIFY,
+// although the poll interval is an hour: each row is sent within the
+// test's wait (a minute, for a loaded machine), which only a wake-up by
+// its notification explains. The latency is logged (milliseconds on a
+// quiet machine).
 func TestNotifyLatency(t *testing.T) {
 	t.Parallel()
 	db := hookbridgetest.Postgres(t)
 	ns := hookbridgetest.NATS(t)
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute
+	opts.PollInterval = time.Hour
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := make(chan struct{}, 10)
 	relay.SetListening(r, func() { listening <- struct{}{} })
@@ -579,15 +584,12 @@ func TestNotifyLatency(t *testing.T) {
 		id := fmt.Sprintf("ev-%d", i)
 		start := time.Now()
 		enqueue(t, db.Pool, msg(id, ""))
-		hookbridgetest.Eventually(t, 5*time.Second, id+" sent", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, id+" sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = $1 AND status = 'sent'`, id) == 1
 		})
 		worst = max(worst, time.Since(start))
 	}
 	t.Logf("worst commit-to-sent latency: %s (poll interval %s)", worst, opts.PollInterval)
-	if worst > 2*time.Second {
-		t.Fatalf("latency %s: NOTIFY did not wake the relay", worst)
-	}
 	if got := ns.StreamMsgs(t, stream.Events); got != 5 {
 		t.Fatalf("stream holds %d msgs, want 5", got)
 	}
@@ -645,7 +647,7 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("disabled PurgeSent = %d, %v", n, err)
 	}
 	runRelay(t, r)
-	hookbridgetest.Eventually(t, 10*time.Second, "Run to purge", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "Run to purge", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 0
 	})
 	if got := db.Count(t, `SELECT count(*) FROM hookbridge.outbox`); got != 2 {
@@ -704,7 +706,7 @@ func TestOrderingKeyWaitsForFailedHead(t *testing.T) {
 	if g := got(); !slices.Equal(g, []string{"b-1", "free-1", "b-2"}) {
 		t.Fatalf("stream after first round = %v", g)
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "key A drained", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "key A drained", func() bool {
 		if _, err := r.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -859,7 +861,7 @@ func TestDeadSessionReleasesClaim(t *testing.T) {
 		t.Fatal("stuck relay's round succeeded without its session")
 	}
 
-	hookbridgetest.Eventually(t, 10*time.Second, "claim released", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "claim released", func() bool {
 		n, err := other.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -899,6 +901,26 @@ func (c *claimCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data
 
 func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
+// quiet waits until no claim has been made for half a second (a minute at
+// most) and returns the count then: the relay's rounds are over and it
+// waits. A fixed pause is not enough on a loaded machine, where a round
+// due now may start seconds later.
+func (c *claimCounter) quiet(t *testing.T) int64 {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last, since := c.n.Load(), time.Now()
+	for time.Since(since) < 500*time.Millisecond {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay kept claiming for a minute (%d claims)", c.n.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+		if n := c.n.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
+}
+
 // A round that dealt with every row it claimed, and claimed fewer than
 // its limit, is not followed by another one at once: the rows committed
 // later notify the relay. Each commit of a few rows costs one claim, not
@@ -920,22 +942,21 @@ func TestRelayClaimsOnceForEachCommitOfFewRows(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute // only notifications wake it
+	opts.PollInterval = time.Hour // only notifications wake it
 	r := relay.NewRelay(pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
 	<-listening
-	hookbridgetest.Eventually(t, 10*time.Second, "the start-up round", func() bool { return claims.n.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond) // let it settle into its wait
-	before := claims.n.Load()
+	hookbridgetest.Eventually(t, time.Minute, "the start-up round", func() bool { return claims.n.Load() >= 1 })
+	before := claims.quiet(t) // settled into its wait
 
 	const commits = 5
 	for i := range commits {
 		enqueue(t, db.Pool, msg(fmt.Sprintf("few-%d-a", i), ""), msg(fmt.Sprintf("few-%d-b", i), ""))
-		hookbridgetest.Eventually(t, 10*time.Second, "the commit's rows sent", func() bool {
+		hookbridgetest.Eventually(t, time.Minute, "the commit's rows sent", func() bool {
 			return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 2*(i+1)
 		})
-		time.Sleep(50 * time.Millisecond) // an extra round, if any, runs now
+		claims.quiet(t) // an extra round, if any, has run
 	}
 	if got := claims.n.Load() - before; got != commits {
 		t.Fatalf("%d claims for %d commits of 2 rows, want one each", got, commits)
@@ -957,7 +978,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	ctx := context.Background()
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute // only notifications, or going again, wake it
+	opts.PollInterval = time.Hour // only notifications, or going again, wake it
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	atGate, gate, other := make(chan struct{}), make(chan struct{}), make(chan pgx.Tx, 1)
@@ -987,7 +1008,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	enqueue(t, db.Pool, msg("gate", "")) // its notification starts a round, held at the gate
 	select {
 	case <-atGate:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no round reached the gate")
 	}
 	enqueue(t, db.Pool, msg("held-1", "K"), msg("held-2", "K")) // notifies the next round
@@ -1002,7 +1023,7 @@ func TestRelayGoesAgainForTheRowAnotherRelayHeldBehindItsChain(t *testing.T) {
 	other <- tx
 	close(gate)
 
-	hookbridgetest.Eventually(t, 10*time.Second, "every row sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "every row sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
 	})
 	var got []string
@@ -1035,7 +1056,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 	}
 
 	opts := fastOpts()
-	opts.PollInterval = time.Minute
+	opts.PollInterval = time.Hour // the wait for head-2 below is far shorter
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	listening := listened(r)
 	runRelay(t, r)
@@ -1050,7 +1071,7 @@ func TestRelayLooksAgainSoonBehindAHeadHeldElsewhere(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	hookbridgetest.Eventually(t, 10*time.Second, "head-2 sent", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "head-2 sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE event_id = 'head-2' AND status = 'sent'`) == 1
 	})
 }

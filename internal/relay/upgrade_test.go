@@ -86,7 +86,7 @@ func TestUpgradeKeepsRowsWrittenBefore(t *testing.T) {
 
 	r := relay.NewRelay(db.Pool, ns.JS, fastOpts())
 	runRelay(t, r)
-	hookbridgetest.Eventually(t, 10*time.Second, "all published", func() bool {
+	hookbridgetest.Eventually(t, time.Minute, "all published", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 6
 	})
 	var ids []string

@@ -19,6 +19,7 @@ import (
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/sqlconsumer"
+	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/schema"
 )
 
@@ -386,10 +387,19 @@ func TestConstraintErrorDeadLetteredAtFirstDelivery(t *testing.T) {
 			ns.PublishHook(t, "gh", "good-1", "issues.opened", []byte(`{"issue":{"id":1,"title":"a"}}`))
 			seq := ns.PublishHook(t, "gh", "bad-1", "issues.opened", []byte(`{"issue":{"id":2}}`))
 			ns.PublishHook(t, "gh", "good-2", "issues.opened", []byte(`{"issue":{"id":3,"title":"c"}}`))
-			hookbridgetest.Eventually(t, 10*time.Second, "dead letter and two tickets", func() bool {
+			hookbridgetest.Eventually(t, time.Minute, "dead letter and two tickets", func() bool {
 				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 2
 			})
-			time.Sleep(200 * time.Millisecond) // room for a wrong redelivery
+			// Every message acked or terminated: a wrong redelivery would
+			// have come before.
+			hookbridgetest.Eventually(t, time.Minute, "the durable settled", func() bool {
+				c, err := ns.JS.Consumer(context.Background(), stream.Hooks, "tickets")
+				if err != nil {
+					return false
+				}
+				info, err := c.Info(context.Background())
+				return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+			})
 			dls, err := engine.ListDeadLetters(context.Background(), db.Pool, engine.DeadLetterFilter{Consumer: "tickets"})
 			if err != nil || len(dls) != 1 {
 				t.Fatalf("dead letters %v, %v", dls, err)
@@ -501,7 +511,7 @@ func TestDataErrorLogsNoBodyValue(t *testing.T) {
 			const secret = "card-4111-1111"
 			ns.PublishHook(t, "gh", "good-1", "issues.opened", []byte(`{"issue":{"id":1,"title":"a"}}`))
 			ns.PublishHook(t, "gh", "bad-1", "issues.opened", []byte(`{"issue":{"id":"`+secret+`","title":"b"}}`))
-			hookbridgetest.Eventually(t, 10*time.Second, "dead letter and one ticket", func() bool {
+			hookbridgetest.Eventually(t, time.Minute, "dead letter and one ticket", func() bool {
 				return db.Count(t, "SELECT count(*) FROM hookbridge.dead_letters") == 1 && db.Count(t, "SELECT count(*) FROM crm.tickets") == 1
 			})
 			dls, err := engine.ListDeadLetters(context.Background(), db.Pool, engine.DeadLetterFilter{Consumer: "tickets"})
