@@ -314,7 +314,7 @@ type listeners struct {
 func (s *Server) listen(checks []check, guard *storeGuard) (listeners, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.Handle("GET /readyz", readyz(checks))
+	mux.Handle("GET /readyz", readyz(checks, guard.strandedWarnings))
 	if s.roles[RoleIngress] {
 		h, err := s.ingress()
 		if err != nil {

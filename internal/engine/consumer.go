@@ -300,8 +300,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 // durables when none of its sources has an ordering key any more (it was
 // turned off): what they hold was answered 2xx and must still apply, in
 // order. They are read for as long as they exist (empty, they cost a pull
-// now and then and hold nothing back); `hookbridge consumers delete`
-// removes them. Nil when there are none, or HOOKS cannot be read (the
+// now and then and hold nothing back). Nil when there are none, or HOOKS cannot be read (the
 // runner's own errors will say why).
 func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 	s, err := c.r.js.Stream(ctx, stream.Hooks)
