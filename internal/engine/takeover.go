@@ -303,14 +303,17 @@ func scanHeaders(ctx context.Context, js jetstream.JetStream, subjects []string,
 		return nil, fmt.Errorf("read %s from %d: %w", stream.Hooks, from, err)
 	}
 	ci := cons.CachedInfo()
-	if ci == nil || ci.NumPending == 0 {
-		return nil, nil
+	if ci == nil {
+		return nil, fmt.Errorf("read %s from %d: no consumer info", stream.Hooks, from)
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer dcancel()
 		_ = js.DeleteConsumer(dctx, stream.Hooks, ci.Name) // best effort: it expires anyway
 	}()
+	if ci.NumPending == 0 {
+		return nil, nil
+	}
 	var found []foreignRef
 	for left := ci.NumPending; left > 0; {
 		batch, err := cons.Fetch(int(min(left, 1000)), jetstream.FetchMaxWait(5*time.Second))
