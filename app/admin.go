@@ -76,7 +76,7 @@ func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jet
 	out.Retrying, out.RetryingByConsumer = []admin.RetryingEvent{}, st.RetryingByConsumer
 	for _, f := range st.Retrying {
 		out.Retrying = append(out.Retrying, admin.RetryingEvent{Consumer: f.Consumer, Source: f.Source, EventID: f.EventID,
-			StreamSeq: f.StreamSeq, Failures: f.Failures, LastError: f.LastError, LastFailedAt: f.UpdatedAt.UTC()})
+			StreamSeq: f.StreamSeq, Failures: f.Failures, LastError: f.LastError, LastFailedAt: f.UpdatedAt.UTC(), PostponedSince: f.PostponedSince})
 	}
 	if ready != nil {
 		out.Ready = ready(ctx)

@@ -221,6 +221,10 @@ type ConsumerConfig struct {
 	MaxAckPending  int             `yaml:"max_ack_pending"`
 	HandlerTimeout time.Duration   `yaml:"handler_timeout"`
 	Backoff        []time.Duration `yaml:"backoff"`
+	// PostponeLimit bounds how long an event its handler postponed
+	// (it needs a later event of its key first) waits before it is
+	// dead-lettered (engine.DefaultPostponeLimit).
+	PostponeLimit time.Duration `yaml:"postpone_limit"`
 
 	// SQL declares the consumer with SQL statements instead of a Go
 	// handler (sqlconsumers.go); a consumer names one or the other.
@@ -701,6 +705,9 @@ func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
 	if cc.Concurrency < 0 {
 		bad(key+".concurrency", "must not be negative")
 	}
+	if cc.PostponeLimit < 0 {
+		bad(key+".postpone_limit", "must not be negative (0: the default, %s)", engine.DefaultPostponeLimit)
+	}
 }
 
 func (f *FieldConfig) field() bridge.Field {
@@ -760,6 +767,17 @@ func (c *Config) ConsumerPartitions(cc *ConsumerConfig) int {
 		}
 	}
 	return 0
+}
+
+// ConsumerKeyedSources are the sources cc reads that have an ordering key.
+func (c *Config) ConsumerKeyedSources(cc *ConsumerConfig) []string {
+	out := []string{}
+	for _, name := range c.KeyedSources() {
+		if len(cc.Sources) == 0 || slices.Contains(cc.Sources, name) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // keyedOnly reports whether every source cc reads has an ordering key.

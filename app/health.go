@@ -35,11 +35,13 @@ func healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // readyz answers 200 only when every dependency of the running roles
-// answers; the body names each one and its state (never credentials).
+// answers; the body names each one and its state (never credentials),
+// and lists warnings that do not fail readiness (a durable stranding
+// accepted messages).
 // With ?role=ingress only that role's dependencies count, so a load
 // balancer can keep sending webhooks to an all-roles instance while its
 // database is down (the ingress needs NATS only).
-func readyz(checks []check) http.HandlerFunc {
+func readyz(checks []check, warnings ...func() []string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -69,9 +71,17 @@ func readyz(checks []check) http.HandlerFunc {
 			}
 			out[c.name] = "ok"
 		}
+		body := map[string]any{"ready": status == http.StatusOK, "checks": out}
+		var warned []string
+		for _, f := range warnings {
+			warned = append(warned, f()...)
+		}
+		if len(warned) > 0 {
+			body["warnings"] = warned // not failures: readiness stands
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": out})
+		_ = json.NewEncoder(w).Encode(body)
 	}
 }
 

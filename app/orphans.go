@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -48,6 +49,7 @@ func orphanNames(consumers []*jetstream.ConsumerInfo, configured []string) []str
 // runs without the self-test, removes the self-test's.
 func (g *storeGuard) watchDurables(ctx context.Context, consumers []*jetstream.ConsumerInfo) {
 	orphans := orphanNames(consumers, g.consumers)
+	g.noteStranded(consumers)
 	if g.m != nil {
 		g.m.OrphanedDurables(orphans)
 	}
@@ -71,4 +73,30 @@ func (g *storeGuard) watchDurables(ctx context.Context, consumers []*jetstream.C
 		g.slowLog(slog.LevelWarn, "orphans", "durables on HOOKS that no configured consumer owns keep every message they have not acked; "+
 			"remove them with `hookbridge consumers delete NAME`", "durables", orphans)
 	}
+}
+
+// noteStranded keeps, for /readyz, a warning for every orphaned durable
+// that still holds messages: accepted (answered 2xx) and applied by no
+// configured consumer. Readiness stays up (the ingress and the other
+// consumers are fine); the warning names the command that removes it.
+func (g *storeGuard) noteStranded(consumers []*jetstream.ConsumerInfo) {
+	warnings := []string{}
+	for _, ci := range consumers {
+		if !orphaned(ci, g.consumers) || ci.NumPending+uint64(ci.NumAckPending) == 0 {
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("durable %s on HOOKS belongs to no configured consumer and holds %d unapplied message(s): "+
+			"configure its consumer again to apply them, or remove it with `hookbridge consumers delete %s`",
+			ci.Name, ci.NumPending+uint64(ci.NumAckPending), ci.Name))
+	}
+	slices.Sort(warnings)
+	g.stranded.Store(&warnings)
+}
+
+// strandedWarnings are the warnings noteStranded keeps.
+func (g *storeGuard) strandedWarnings() []string {
+	if w := g.stranded.Load(); w != nil {
+		return *w
+	}
+	return nil
 }

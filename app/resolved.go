@@ -111,7 +111,7 @@ func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (Consumer
 		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
 		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
 		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,
-		Partitions: c.ConsumerPartitions(&cc),
+		PostponeLimit: cc.PostponeLimit, Partitions: c.ConsumerPartitions(&cc),
 	}.WithDefaults()
 	if err != nil {
 		return cc, fmt.Errorf("consumer %s: %w", cc.Name, err)
@@ -120,5 +120,6 @@ func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (Consumer
 	cc.Concurrency, cc.BatchSize, cc.BatchWait, cc.AckWait = o.Concurrency, o.BatchSize, o.BatchWait, o.AckWait
 	cc.MaxDeliver, cc.MaxAckPending, cc.HandlerTimeout = o.MaxDeliver, o.MaxAckPending, o.HandlerTimeout
 	cc.Backoff = slices.Clone(o.Backoff)
+	cc.PostponeLimit = o.PostponeLimit
 	return cc, nil
 }

@@ -314,7 +314,7 @@ type listeners struct {
 func (s *Server) listen(checks []check, guard *storeGuard) (listeners, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
-	mux.Handle("GET /readyz", readyz(checks))
+	mux.Handle("GET /readyz", readyz(checks, guard.strandedWarnings))
 	if s.roles[RoleIngress] {
 		h, err := s.ingress()
 		if err != nil {
@@ -674,9 +674,11 @@ func (s *Server) consumers() ([]*engine.Consumer, error) {
 			MaxAckPending:  cc.MaxAckPending,
 			HandlerTimeout: cc.HandlerTimeout,
 			Backoff:        cc.Backoff,
+			PostponeLimit:  cc.PostponeLimit,
 			Logger:         s.log,
 			Tracer:         s.tracer(),
 			Partitions:     s.cfg.ConsumerPartitions(cc),
+			KeyedSources:   s.cfg.ConsumerKeyedSources(cc),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)

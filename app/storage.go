@@ -66,6 +66,9 @@ type storeGuard struct {
 
 	floors     floorCache
 	hooksFull  atomic.Pointer[error]
+	// stranded are the warnings about durables that hold accepted
+	// messages no configured consumer applies (orphans.go), for /readyz.
+	stranded atomic.Pointer[[]string]
 	eventsFull atomic.Pointer[error]
 	limiter    logLimiter
 	// slow limits the lines that repeat while a consumer is behind.

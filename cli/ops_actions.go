@@ -220,6 +220,9 @@ func printEventLife(w io.Writer, life ops.EventLife) error {
 		if at.Failures > 0 {
 			failures = fmt.Sprint(at.Failures)
 		}
+		if at.PostponedSince != nil {
+			failures = "postponed " + fmtTime(*at.PostponedSince)
+		}
 		if at.LastFailedAt != nil {
 			failed = fmtTime(*at.LastFailedAt)
 		}

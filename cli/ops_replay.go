@@ -236,7 +236,7 @@ type summaryRow struct {
 // others when they happened.
 func summaryRows(s engine.ReplaySummary) []summaryRow {
 	all := []summaryRow{{"new", s.New}, {"processed", s.Processed}, {"duplicate", s.Duplicate}, {"conflict", s.Conflict},
-		{"failed", s.Failed}, {"missing", s.Missing}, {"mismatch", s.Mismatch}, {"unusable", s.Unusable},
+		{"failed", s.Failed}, {"held", s.Held}, {"missing", s.Missing}, {"mismatch", s.Mismatch}, {"unusable", s.Unusable},
 		{"dead letters resolved", s.Resolved}}
 	var out []summaryRow
 	for _, row := range all {

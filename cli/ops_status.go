@@ -156,14 +156,19 @@ func printRetrying(w io.Writer, st *app.Status) error {
 	for _, n := range st.RetryingByConsumer {
 		all += n
 	}
-	fmt.Fprintf(w, "RETRYING: %d event(s) failing now, each redelivered after its backoff and dead-lettered at max_deliver", all)
+	fmt.Fprintf(w, "RETRYING: %d event(s) failing now, each redelivered after its backoff and dead-lettered at max_deliver "+
+		"(POSTPONED ones wait for a later event of their key, and are dead-lettered after postpone_limit)", all)
 	if all > int64(len(st.Retrying)) {
 		fmt.Fprintf(w, " (the %d most recent shown)", len(st.Retrying))
 	}
 	fmt.Fprintln(w)
 	t := newTable(w, "CONSUMER", "SOURCE", "EVENT ID", "SEQ", "FAILURES", "LAST FAILED", "LAST ERROR")
 	for _, f := range st.Retrying {
-		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), fmt.Sprint(f.Failures), fmtTime(f.UpdatedAt), clip(f.LastError, 100))
+		failures := fmt.Sprint(f.Failures)
+		if f.PostponedSince != nil {
+			failures += fmt.Sprintf(" POSTPONED %s", time.Since(*f.PostponedSince).Round(time.Second))
+		}
+		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), failures, fmtTime(f.UpdatedAt), clip(f.LastError, 100))
 	}
 	if err := t.flush(); err != nil {
 		return err

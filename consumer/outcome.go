@@ -26,6 +26,10 @@ const (
 	// DeadLettered: the message was recorded in hookbridge.dead_letters
 	// and terminated; it is not delivered again unless replayed.
 	DeadLettered
+	// Postponed: the handler said the event needs a later event of its
+	// ordering key first ([Postpone]); nothing was applied, and it is
+	// tried again after the key's next event (or the backoff).
+	Postponed
 
 	// The outcomes below are a replay's only.
 
@@ -40,6 +44,11 @@ const (
 	ReplayMismatch
 	// ReplayUnusable: the message has no identity and can never apply.
 	ReplayUnusable
+	// ReplayHeld: not applied because an earlier event of its ordering
+	// key failed, was postponed, or is not applied yet (the live consumer
+	// holds it, or it lies before the replayed range): applying it would
+	// apply it before that one.
+	ReplayHeld
 )
 
 // outcomeNames are the outcomes' names in metrics labels, logs, JSON and
@@ -50,10 +59,12 @@ var outcomeNames = [...]string{
 	Duplicate:      "duplicate",
 	Conflict:       "conflict",
 	DeadLettered:   "dead_lettered",
+	Postponed:      "postponed",
 	ReplayNew:      "new",
 	ReplayMissing:  "missing",
 	ReplayMismatch: "mismatch",
 	ReplayUnusable: "unusable",
+	ReplayHeld:     "held",
 }
 
 func (o Outcome) String() string {

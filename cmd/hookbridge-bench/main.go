@@ -105,6 +105,7 @@ type BenchCmd struct {
 	Rate        float64       `help:"Events per second (open loop; latency counts from the scheduled send). 0 sends as fast as --concurrency allows."`
 	Ordering    bool          `help:"External mode: also run, each round, the demo source without its ordering key and with 1, 4 and 16 partitions, and report applied/s of each against the default (keyed, stream.DefaultPartitions)."`
 	PaidEvery   int           `name:"paid-every" help:"Make every N-th event an order.paid of an order already created and answered (5: 800 order.created and 200 order.paid per 1,000 events). 0: order.created only."`
+	PaidFirst   bool          `name:"paid-first" help:"With --paid-every: send each order.paid just before its order's order.created (out of order, as some senders do); the demo handler postpones it until the order exists."`
 	Poll        time.Duration `help:"Inbox poll interval for the end-to-end latency." default:"2ms"`
 
 	BatchSize           int           `name:"batch-size" help:"In-process consumer batch size (0: hookbridge's default, ${default_batch_size})."`
@@ -289,7 +290,7 @@ func (c *BenchCmd) runExternal(ctx context.Context, exe, self, adminURL string, 
 			Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, Progress: progress}))
 	}
 	return orNil(loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
-		Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, Ordering: c.Ordering, Progress: progress}))
+		Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, PaidFirst: c.PaidFirst, Ordering: c.Ordering, Progress: progress}))
 }
 
 // finish prints out (as JSON with --json) and returns the command's
@@ -325,7 +326,7 @@ func (c *BenchCmd) finish(out printer, err error, stdout io.Writer) error {
 
 func (c *BenchCmd) loadOptions(progress io.Writer) loadgen.Options {
 	o := loadgen.Options{
-		Source: c.Source, Concurrency: c.Concurrency, Total: c.Total, Rate: c.Rate, PaidEvery: c.PaidEvery,
+		Source: c.Source, Concurrency: c.Concurrency, Total: c.Total, Rate: c.Rate, PaidEvery: c.PaidEvery, PaidFirst: c.PaidFirst,
 		Check: true, PollInterval: c.Poll, Progress: progress,
 	}
 	if c.MemProfile != "" {

@@ -61,8 +61,9 @@ type Data struct {
 	Currency    string `json:"currency"`
 }
 
-// ErrUnknownOrder is returned when an event refers to an order that does
-// not exist yet (it may arrive before order.created: retried later).
+// ErrUnknownOrder is returned, postponed ([consumer.Postpone]), when an
+// event refers to an order that does not exist yet: it may arrive before
+// its order.created, which then applies first, and it right after.
 var ErrUnknownOrder = errors.New("unknown order")
 
 // Handler returns the handler for all three event types; consumerName is
@@ -203,7 +204,7 @@ func (h transition) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) er
 		return fmt.Errorf("mark order %s %s: %w", d.OrderID, h.what, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("mark order %s %s: %w", d.OrderID, h.what, ErrUnknownOrder)
+		return consumer.Postpone(fmt.Errorf("mark order %s %s: %w", d.OrderID, h.what, ErrUnknownOrder))
 	}
 	m, err := announcement(h.consumer, ev, h.what, d)
 	if err != nil {
@@ -215,8 +216,9 @@ func (h transition) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) er
 // HandleBatch applies a run with one UPDATE: one row per order, carrying
 // what the order's events would leave one by one (the last event's id and
 // amount, the version raised once per event). An order that does not
-// exist fails the whole run with ErrUnknownOrder; the consumer then
-// narrows down to its events, whose Handle fails the same way.
+// exist fails the whole run at its first event with ErrUnknownOrder; the
+// consumer then applies the events around it, and it alone, whose Handle
+// postpones it.
 func (h transition) HandleBatch(ctx context.Context, tx pgx.Tx, evs []consumer.Event) error {
 	ds := make([]Data, len(evs))
 	type order struct {
@@ -263,9 +265,9 @@ func (h transition) HandleBatch(ctx context.Context, tx pgx.Tx, evs []consumer.E
 		for _, id := range found {
 			seen[id] = true
 		}
-		for _, id := range ids {
-			if !seen[id] {
-				return fmt.Errorf("mark order %s %s: %w", id, h.what, ErrUnknownOrder)
+		for i, d := range ds {
+			if !seen[d.OrderID] {
+				return consumer.FailedAt(i, consumer.Postpone(fmt.Errorf("mark order %s %s: %w", d.OrderID, h.what, ErrUnknownOrder)))
 			}
 		}
 	}

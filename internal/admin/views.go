@@ -54,6 +54,9 @@ type RetryingEvent struct {
 	Failures     int       `json:"failures"`
 	LastError    string    `json:"last_error"`
 	LastFailedAt time.Time `json:"last_failed_at"`
+	// PostponedSince: its handler postponed it (it waits for a later
+	// event of its key) first then.
+	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
 // ConsumerStatus is one durable consumer. Retrying counts its events

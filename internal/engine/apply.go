@@ -15,7 +15,7 @@ import (
 // MessageOutcomes are the outcomes a running consumer reports for its
 // messages (the outcome label of its metrics).
 func MessageOutcomes() []Outcome {
-	return []Outcome{Processed, Duplicate, Conflict, Failed, DeadLettered}
+	return []Outcome{Processed, Duplicate, Conflict, Postponed, Failed, DeadLettered}
 }
 
 // Apply applies ev for the consumer named consumer in one transaction of
@@ -71,9 +71,11 @@ func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Ev
 }
 
 // claimOne runs the inbox claim of ev and, for a redelivered message, the
-// deletion of its failure counter, in one round trip.
+// deletion of its failure counter, and for a keyed one the mark of the
+// dead letters it passes, in one round trip. cleared reports that either
+// wrote a row: the transaction must then commit even for a duplicate.
 func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claimed, cleared bool, err error) {
-	if ev.NumDelivered <= 1 {
+	if ev.NumDelivered <= 1 && ev.OrderingKey == "" {
 		claimed, err := store.InboxClaim(ctx, tx, consumer, inboxEntry(&ev))
 		if err != nil {
 			return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
@@ -82,21 +84,63 @@ func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claime
 	}
 	b := &pgx.Batch{}
 	store.QueueInboxClaim(b, consumer, inboxEntry(&ev))
-	queueClearFailures(b, consumer, []Event{ev})
+	clear := queueClearFailures(b, consumer, []Event{ev})
+	mark := queuePassedMarks(b, consumer, []Event{ev})
 	br := tx.SendBatch(ctx, b)
 	claimed, err = store.ReadInboxClaim(br)
 	if err != nil {
 		_ = br.Close()
 		return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
 	}
-	cleared, err = execCleared(br)
+	cleared, err = readAfterClaim(br, clear, mark)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return false, false, fmt.Errorf("apply %s/%s: clear failure count: %w", ev.Source, ev.ID, err)
+		return false, false, fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, err)
 	}
 	return claimed, cleared, nil
+}
+
+// readAfterClaim reads what was queued after a claim: the failure
+// counters' deletion (clear) and the passed marks (mark), and reports
+// whether either wrote a row.
+func readAfterClaim(br pgx.BatchResults, clear, mark bool) (wrote bool, err error) {
+	if clear {
+		if wrote, err = execCleared(br); err != nil {
+			return false, fmt.Errorf("clear failure counts: %w", err)
+		}
+	}
+	if mark {
+		marked, err := store.ReadDeadLetterMarkPassedBy(br)
+		if err != nil {
+			return false, fmt.Errorf("mark passed dead letters: %w", err)
+		}
+		wrote = wrote || marked
+	}
+	return wrote, nil
+}
+
+// queuePassedMarks adds to b the mark of the dead letters that evs' keyed
+// events pass (docs/DESIGN.md, "Order"), in their own transaction, and
+// reports whether it queued anything (no keyed event: nothing).
+func queuePassedMarks(b *pgx.Batch, consumer string, evs []Event) bool {
+	var first []store.PassingEvent
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		if ev.OrderingKey == "" {
+			continue
+		}
+		if k := orderKey(ev.Source, ev.OrderingKey); !seen[k] {
+			seen[k] = true
+			first = append(first, store.PassingEvent{Source: ev.Source, OrderingKey: ev.OrderingKey, EventID: ev.ID, StreamSeq: ev.StreamSeq})
+		}
+	}
+	if len(first) == 0 {
+		return false
+	}
+	store.QueueDeadLetterMarkPassedBy(b, consumer, first)
+	return true
 }
 
 // messageKey names ev's message in the dead letters and failure counters.

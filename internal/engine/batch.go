@@ -221,7 +221,7 @@ func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result
 		part, res := evs[p[0]:p[1]], results[p[0]:p[1]]
 		var keep []int
 		for i, ev := range part {
-			if _, ok := failed[ev.OrderingKey]; ok {
+			if _, ok := failed[orderKey(ev.Source, ev.OrderingKey)]; ok {
 				res[i] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, errHeld)}
 				continue
 			}
@@ -248,13 +248,13 @@ func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result
 	return nil
 }
 
-// failedKeys are the ordering keys of the events in evs that did not
-// apply.
+// failedKeys are the ordering keys (within their sources, [orderKey]) of
+// the events in evs that did not apply.
 func failedKeys(evs []Event, results []Result) map[string]struct{} {
 	keys := map[string]struct{}{}
 	for i, r := range results {
 		if r.Outcome == Failed {
-			keys[evs[i].OrderingKey] = struct{}{}
+			keys[orderKey(evs[i].Source, evs[i].OrderingKey)] = struct{}{}
 		}
 	}
 	return keys

@@ -65,6 +65,11 @@ type Options struct {
 	// by the delivery count; the last one repeats. Default 1s, 2s, 5s, 10s,
 	// 30s, 1m.
 	Backoff []time.Duration
+	// PostponeLimit is how long an event may wait after its handler first
+	// postponed it ([consumer.Postpone]: it needs a later event of its
+	// key first) before it is dead-lettered (default
+	// [DefaultPostponeLimit]).
+	PostponeLimit time.Duration
 
 	Logger *slog.Logger
 	// Tracer, when set, observes each applied batch and each dead letter
@@ -78,6 +83,16 @@ type Options struct {
 	// ("<name>~pNN"), spread over the instances that run it, and applies
 	// the events of one key in stream order (docs/DESIGN.md, "Order").
 	Partitions int
+	// KeyedSources are the consumer's sources that have an ordering key
+	// (nil: every source it reads). When the partitions start, they wait
+	// for these sources' messages published unkeyed before (an upgrade to
+	// a key), and only for those: another source's unkeyed backlog, or
+	// one that fails for ever, never holds the keyed ones.
+	KeyedSources []string
+
+	// maxForeignScan bounds what a takeover reads (0: maxForeignScan);
+	// tests lower it.
+	maxForeignScan int
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -90,6 +105,13 @@ const DefaultAckWait = 30 * time.Second
 // DefaultHandlerTimeout bounds one apply's transaction when
 // Options.HandlerTimeout (or a replay's ApplyTimeout) is unset.
 const DefaultHandlerTimeout = 30 * time.Second
+
+// DefaultPostponeLimit is how long a postponed event may wait for a later
+// event of its key, unless Options.PostponeLimit says otherwise: long
+// enough for senders that retry a failed delivery for a while (the later
+// event may be the earlier one's retry), short enough that a postponement
+// that will never succeed shows up as a dead letter the same day.
+const DefaultPostponeLimit = time.Hour
 
 // DefaultConcurrency is how many batches a consumer applies at once when
 // the options name no number.
@@ -149,6 +171,9 @@ func (o *Options) setDefaults() error {
 	}
 	if len(o.Backoff) == 0 {
 		o.Backoff = defaultBackoff
+	}
+	if o.PostponeLimit <= 0 {
+		o.PostponeLimit = DefaultPostponeLimit
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -258,6 +283,9 @@ func (c *Consumer) Name() string { return c.opts.Name }
 // consumer with partitions runs its share of them alongside.
 func (c *Consumer) Run(ctx context.Context) error {
 	if c.group == nil {
+		c.group = c.leftoverGroup(ctx)
+	}
+	if c.group == nil {
 		return c.r.run(ctx)
 	}
 	// The first part to fail for good (a configuration the server
@@ -266,6 +294,37 @@ func (c *Consumer) Run(ctx context.Context) error {
 	p.Go(c.group.run)
 	p.Go(c.r.run)
 	return p.Wait()
+}
+
+// leftoverGroup is the group that drains the consumer's partition
+// durables when none of its sources has an ordering key any more (it was
+// turned off): what they hold was answered 2xx and must still apply, in
+// order. They are read for as long as they exist (empty, they cost a pull
+// now and then and hold nothing back). Nil when there are none, or HOOKS cannot be read (the
+// runner's own errors will say why).
+func (c *Consumer) leftoverGroup(ctx context.Context) *group {
+	s, err := c.r.js.Stream(ctx, stream.Hooks)
+	if err != nil {
+		return nil
+	}
+	found := false
+	names := s.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if owner, p := stream.ConsumerOfDurable(name); owner == c.opts.Name && p >= 0 {
+			found = true
+		}
+	}
+	if !found || names.Err() != nil {
+		return nil
+	}
+	n, err := stream.StreamPartitions(ctx, c.r.js)
+	if err != nil || n == 0 {
+		return nil
+	}
+	c.opts.Partitions, c.opts.KeyedSources = n, []string{}
+	c.opts.Logger.Info("no source of the consumer has an ordering key, but its partition durables exist: they are drained in order",
+		"consumer", c.opts.Name, "partitions", n)
+	return newGroup(c, c.r.js)
 }
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
@@ -305,6 +364,8 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		switch {
 		case res.Outcome == Failed && isHeld(res.Err):
 			actions[i] = action{kind: hold}
+		case res.Outcome == Failed && isPostponed(res.Err):
+			actions[i] = c.onPostponed(ctx, ev, res.Err, attrs)
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it

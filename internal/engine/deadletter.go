@@ -11,7 +11,6 @@ import (
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // Reasons a message is dead-lettered.
@@ -22,6 +21,9 @@ const (
 	ReasonPermanent = "permanent"
 	// ReasonUnusable: the message lacks a source, event id or type.
 	ReasonUnusable = "unusable"
+	// ReasonPostponed: the handler postponed the event for longer than
+	// the consumer's postpone_limit ([consumer.Postpone]).
+	ReasonPostponed = "postponed"
 )
 
 // ResolutionReplayed is the resolution of a dead letter that a replay
@@ -152,35 +154,4 @@ func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, caus
 	}
 	c.opts.Logger.Error("event dead-lettered", attrs...)
 	return action{kind: term}
-}
-
-// recordPassed records on dead's dead letter that later, an event of the
-// same ordering key, was applied after it. Best effort: a lost mark only
-// means a requeue of the dead letter will not warn that its key moved on.
-func (c *Consumer) recordPassed(ctx context.Context, dead deadRef, later *kmsg) {
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	laterID := later.msg.Headers().Get(stream.HeaderEventID)
-	if err := store.DeadLetterMarkPassed(dctx, c.pool, c.opts.Name, dead.MessageKey, laterID, later.seq); err != nil {
-		c.opts.Logger.Warn("could not record that a dead letter's key moved on", "consumer", c.opts.Name,
-			"event_id", dead.EventID, "seq", dead.StreamSeq, "err", errtext.ForLog(err))
-	}
-}
-
-// unpassedDeadLetters are the dead letters of partition p's keys (among
-// partitions) that no later event of their key has passed yet.
-func (c *Consumer) unpassedDeadLetters(ctx context.Context, p, partitions int) ([]deadRef, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rows, err := store.DeadLetterListUnpassed(ctx, c.pool, c.opts.Name)
-	if err != nil {
-		return nil, fmt.Errorf("read dead letters of consumer %s: %w", c.opts.Name, err)
-	}
-	var out []deadRef
-	for _, r := range rows {
-		if stream.Partition(r.OrderingKey, partitions) == p {
-			out = append(out, deadRef{partition: p, key: r.OrderingKey, MessageKey: r.MessageKey})
-		}
-	}
-	return out, nil
 }

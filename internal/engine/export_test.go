@@ -48,3 +48,7 @@ func (c *Consumer) Process(ctx context.Context, msgs []jetstream.Msg) []Decision
 // IntakeClosed reports whether the consumer paused its intake (the
 // database failed).
 func (c *Consumer) IntakeClosed() bool { return c.gate.closed.Load() }
+
+// SetMaxForeignScan lowers what a takeover of o's consumer reads before
+// the whole partition waits instead.
+func SetMaxForeignScan(o *Options, n int) { o.maxForeignScan = n }

@@ -47,10 +47,45 @@ const countTimeout = 5 * time.Second
 // [RecordDeadLetter] takes. The probe's inbox row is deleted again in the
 // same transaction; nobody ever sees it.
 func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
+	var n int
+	err := underMessageLock(ctx, pool, consumer, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
+		n, err = store.FailureIncrement(ctx, tx, consumer, k, ShortError(cause.Error()))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+	}
+	return n, nil
+}
+
+// notePostponed records that ev was postponed (see [consumer.Postpone])
+// and returns since when it has been, or the zero time when the message
+// was settled meanwhile by another delivery of it, as for countFailure.
+func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (time.Time, error) {
+	var since time.Time
+	err := underMessageLock(ctx, pool, consumer, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
+		since, err = store.FailurePostpone(ctx, tx, consumer, k, ShortError(cause.Error()))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("note postponement of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+	}
+	return since, nil
+}
+
+// underMessageLock runs write in a transaction that first waits for any
+// other delivery of ev's message to settle (see countFailure).
+func underMessageLock(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, timeout time.Duration,
+	write func(tx pgx.Tx, k store.MessageKey) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var n int
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if err := lockMessage(ctx, tx, consumer, ev.Source, ev.ID, ev.StreamSeq); err != nil {
 			return err
 		}
@@ -63,18 +98,8 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 				return fmt.Errorf("remove inbox probe: %w", err)
 			}
 		}
-		n, err = store.FailureIncrement(ctx, tx, consumer, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq},
-			ShortError(cause.Error()))
-		if errors.Is(err, pgx.ErrNoRows) {
-			n = 0
-			return nil
-		}
-		return err
+		return write(tx, store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq})
 	})
-	if err != nil {
-		return 0, fmt.Errorf("count failure of %s/%s seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
-	}
-	return n, nil
 }
 
 // lockMessage takes the transaction lock that serialises the failure

@@ -29,14 +29,19 @@ const (
 	Duplicate      = consumer.Duplicate
 	Conflict       = consumer.Conflict
 	DeadLettered   = consumer.DeadLettered
+	Postponed      = consumer.Postponed
 	ReplayNew      = consumer.ReplayNew
 	ReplayMissing  = consumer.ReplayMissing
 	ReplayMismatch = consumer.ReplayMismatch
 	ReplayUnusable = consumer.ReplayUnusable
+	ReplayHeld     = consumer.ReplayHeld
 )
 
 // IsPermanent reports whether err was marked with [consumer.Permanent].
 func IsPermanent(err error) bool { return consumer.IsPermanent(err) }
+
+// isPostponed reports whether err postpones its event ([consumer.Postpone]).
+func isPostponed(err error) bool { return consumer.IsPostponed(err) }
 
 // handleRun applies the new events of a batch with h, locating a failure
 // (or a panic) the way the handler API's Mux and FailedAt report it.

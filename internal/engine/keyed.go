@@ -8,14 +8,10 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/hookbridge/hookbridge/internal/store"
-	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // The scheduler of a keyed consumer on one instance (docs/DESIGN.md,
@@ -45,7 +41,8 @@ type kmsg struct {
 	msg       jetstream.Msg
 	partition int
 	seq       uint64
-	key       string
+	// key is its source and ordering key ([orderKey]).
+	key string
 	// gen is the partition's pin generation it arrived under.
 	gen uint64
 	// retries counts the failed applies retried here; JetStream's
@@ -53,6 +50,9 @@ type kmsg struct {
 	retries  uint64
 	busy     bool      // in a batch being applied
 	progress time.Time // last in-progress ack, or arrival
+	// postponed: its handler said it needs a later event of its key
+	// first; it is tried again right after each later event applies.
+	postponed bool
 }
 
 // keyState is one ordering key's place in the scheduler.
@@ -61,8 +61,11 @@ type keyState struct {
 	queue     []*kmsg   // not yet in a batch, in stream order
 	busy      bool      // a batch with messages of this key is in flight
 	retryAt   time.Time // set while blocked after a failure
-	ready     bool      // in the ready list
-	readyAt   time.Time
+	// forLater: blocked only because every queued message is postponed;
+	// the next message of the key to arrive ends the block.
+	forLater bool
+	ready    bool // in the ready list
+	readyAt  time.Time
 	// foreign counts the key's messages another member may still hold
 	// unapplied (see [keyedScheduler.openForeign]).
 	foreign int
@@ -102,27 +105,23 @@ type foreignMsg struct {
 	key string
 }
 
-// deadRef is a dead-lettered keyed message.
-type deadRef struct {
-	partition int
-	key       string
-	store.MessageKey
-}
-
 // partCounters count a partition's messages here, for the takeover check
 // and the feeder's room; read without the scheduler's goroutine.
 type partCounters struct {
 	arrived atomic.Uint64 // distinct messages taken in, ever
 	settled atomic.Uint64 // of those, acked, terminated, nak'd or dropped
-	// parked are held messages whose keys wait for messages another
-	// member held: they do not count against the partition's window,
-	// or a window full of them would stop the pulls that bring those
-	// messages back (the server redelivers them first, even at
-	// MaxAckPending, which bounds what parks).
+	// parked are held messages staged behind a gate, or whose keys wait
+	// for messages another member held: they do not count against the
+	// partition's window, or a window full of them would stop the pulls
+	// that bring those messages back (the server redelivers them first,
+	// even at MaxAckPending, which bounds what parks).
 	parked atomic.Int64
 	// inbound are messages handed over and not yet taken in: they count
 	// against the window before they count as arrived.
 	inbound atomic.Int64
+	// foreign is how many messages another member may still hold that
+	// keys here wait for (takeover.go).
+	foreign atomic.Int64
 	room    chan struct{} // signalled whenever one is settled or unparked
 }
 
@@ -138,9 +137,6 @@ type keyedScheduler struct {
 	// message; it runs on a worker goroutine with a context shutdown does
 	// not cancel.
 	process func(ctx context.Context, msgs []jetstream.Msg) []action
-	// passed is called, off the scheduler's goroutine, when an event of a
-	// key applies after an earlier event of the key was dead-lettered.
-	passed func(ctx context.Context, dead deadRef, later *kmsg)
 
 	events   chan schedEvent
 	counters []partCounters
@@ -151,7 +147,6 @@ type keyedScheduler struct {
 	// [keyedScheduler.gate]): a message arrived under an older one than
 	// its partition's is from before it.
 	gens atomic.Uint64
-	bg   sync.WaitGroup // the passed calls
 
 	// State below is the scheduler goroutine's alone.
 	keys     map[string]*keyState
@@ -159,9 +154,6 @@ type keyedScheduler struct {
 	readyQ   []string
 	retries  retryHeap
 	inflight int
-	// dead remembers, per key, the dead-lettered messages no later event
-	// of the key has applied after yet.
-	dead map[string][]deadRef
 }
 
 func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackWait time.Duration, log *slog.Logger) *keyedScheduler {
@@ -171,7 +163,6 @@ func newKeyedScheduler(name string, partitions, concurrency, batchSize int, ackW
 		counters: make([]partCounters, partitions),
 		keys:     map[string]*keyState{},
 		parts:    map[int]*partState{},
-		dead:     map[string][]deadRef{},
 	}
 	for i := range s.counters {
 		s.counters[i].room = make(chan struct{}, 1)
@@ -212,7 +203,6 @@ func (s *keyedScheduler) waitRoom(ctx context.Context, p, limit int) int {
 // run is the scheduler's goroutine. It returns when stop is closed and
 // every partition has been drained.
 func (s *keyedScheduler) run(stop <-chan struct{}, applyCtx context.Context) {
-	defer s.bg.Wait()
 	tick := time.NewTicker(s.progressInterval() / 2)
 	defer tick.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -301,15 +291,35 @@ func (s *keyedScheduler) build() *kbatch {
 		if ps := s.parts[st.partition]; ps == nil || ps.draining {
 			continue
 		}
-		n := min(len(st.queue), s.batchSize-len(b.msgs))
-		for _, km := range st.queue[:n] {
+		take := st.take(s.batchSize - len(b.msgs))
+		for _, km := range take {
 			km.busy = true
 		}
-		b.msgs = append(b.msgs, st.queue[:n]...)
-		st.queue = slices.Clone(st.queue[n:])
+		b.msgs = append(b.msgs, take...)
 		st.busy = true
 	}
 	return b
+}
+
+// take removes what a batch with room for n takes of the key's queue, in
+// the order to apply it: the queue's head, in stream order; or, when the
+// head was postponed (its handler waits for a later event of the key),
+// the first later message that was not, then the postponed ones, each
+// tried again right after it.
+func (st *keyState) take(n int) []*kmsg {
+	j := slices.IndexFunc(st.queue, func(km *kmsg) bool { return !km.postponed })
+	if j > 0 {
+		k := min(j, n-1) // the postponed ones that fit behind the later one
+		out := append([]*kmsg{st.queue[j]}, st.queue[:k]...)
+		st.queue = slices.Concat(st.queue[k:j], st.queue[j+1:])
+		return out
+	}
+	// From the head in stream order; or every message is postponed and
+	// their backoff ran out: they are tried again.
+	n = min(n, len(st.queue))
+	out := st.queue[:n:n]
+	st.queue = slices.Clone(st.queue[n:])
+	return out
 }
 
 // apply runs on its own goroutine: one batch, then its completion back
@@ -426,7 +436,7 @@ func (s *keyedScheduler) releaseDue() {
 	for s.retries.Len() > 0 && !now.Before(s.retries[0].at) {
 		e := heap.Pop(&s.retries).(retryEntry)
 		if st := s.keys[e.key]; st != nil && st.retryAt.Equal(e.at) {
-			st.retryAt = time.Time{}
+			st.retryAt, st.forLater = time.Time{}, false
 			s.markReady(e.key, st)
 		}
 	}
@@ -448,11 +458,4 @@ func (s *keyedScheduler) nextWake() time.Duration {
 // sortBySeq sorts messages in stream order.
 func sortBySeq(ms []*kmsg) {
 	slices.SortFunc(ms, func(a, b *kmsg) int { return cmp.Compare(a.seq, b.seq) })
-}
-
-// headers of a message, for the dead letters' references.
-func deadRefOf(km *kmsg) deadRef {
-	h := km.msg.Headers()
-	return deadRef{partition: km.partition, key: km.key, MessageKey: store.MessageKey{
-		Source: h.Get(stream.HeaderSource), EventID: h.Get(stream.HeaderEventID), StreamSeq: km.seq}}
 }

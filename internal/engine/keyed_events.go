@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"time"
 
@@ -21,7 +20,6 @@ type schedEvent struct {
 	msg       jetstream.Msg
 	batch     *kbatch
 	done      chan struct{}
-	dead      []deadRef
 	foreign   []foreignMsg
 	resolved  []uint64
 	// repinned: a gate for a new pin, after which what arrived under an
@@ -41,8 +39,8 @@ const (
 	evResolved
 	evDrain
 	evDone
-	evDead
 	evFence
+	evBarrier
 )
 
 // add starts serving partition p; its messages are gated until the first
@@ -67,8 +65,12 @@ func (s *keyedScheduler) gate(p int, gen uint64, repinned bool) {
 }
 
 // open ends the takeover check gen of p: nothing of it is held elsewhere.
+// It returns once the staged messages are scheduled (and count against the
+// partition's window again), so that the next pull's room counts them.
 func (s *keyedScheduler) open(p int, gen uint64) {
-	s.events <- schedEvent{kind: evOpen, partition: p, gen: gen}
+	done := make(chan struct{})
+	s.events <- schedEvent{kind: evOpen, partition: p, gen: gen, done: done}
+	<-done
 }
 
 // openForeign ends the takeover check gen of p while messages of it may
@@ -76,7 +78,9 @@ func (s *keyedScheduler) open(p int, gen uint64) {
 // [keyedScheduler.resolve] names each message, or it arrives here);
 // every other key goes on.
 func (s *keyedScheduler) openForeign(p int, gen uint64, foreign []foreignMsg) {
-	s.events <- schedEvent{kind: evForeign, partition: p, gen: gen, foreign: slices.Clone(foreign)}
+	done := make(chan struct{})
+	s.events <- schedEvent{kind: evForeign, partition: p, gen: gen, foreign: slices.Clone(foreign), done: done}
+	<-done
 }
 
 // resolve says that messages of p held elsewhere are no longer: applied
@@ -94,10 +98,14 @@ func (s *keyedScheduler) drain(p int) {
 	<-done
 }
 
-// seedDead hands over the dead letters of p's keys that no later event
-// has passed yet (read from the database when p starts here).
-func (s *keyedScheduler) seedDead(p int, refs []deadRef) {
-	s.events <- schedEvent{kind: evDead, partition: p, dead: refs}
+// barrier returns once every message handed over for p before it has
+// been taken in (counted in [partCounters.arrived], or dropped as a
+// second delivery): the takeover check's count of what is held here is
+// then exact.
+func (s *keyedScheduler) barrier(p int) {
+	done := make(chan struct{})
+	s.events <- schedEvent{kind: evBarrier, partition: p, done: done}
+	<-done
 }
 
 // fence stops (or resumes) applying: a member that cannot reach NATS long
@@ -120,24 +128,24 @@ func (s *keyedScheduler) handle(ev schedEvent) {
 		s.onGate(ev.partition, ev.gen, ev.repinned)
 	case evOpen:
 		s.onOpen(ev.partition, ev.gen)
+		close(ev.done)
 	case evForeign:
 		s.onForeign(ev.partition, ev.gen, ev.foreign)
+		close(ev.done)
 	case evResolved:
 		if ps := s.parts[ev.partition]; ps != nil {
 			for _, seq := range ev.resolved {
-				s.resolveForeign(ps, seq)
+				s.resolveForeign(ev.partition, ps, seq)
 			}
 		}
 	case evDrain:
 		s.onDrain(ev.partition, ev.done)
 	case evDone:
 		s.onBatchDone(ev.batch)
-	case evDead:
-		for _, d := range ev.dead {
-			s.rememberDead(d)
-		}
 	case evFence:
 		s.onFence(ev.fence)
+	case evBarrier:
+		close(ev.done)
 	}
 }
 
@@ -146,7 +154,8 @@ func (s *keyedScheduler) onArrive(p int, msg jetstream.Msg) {
 	if ps == nil || s.fenced.Load() {
 		return // not served here (any more): unacked, it comes back after ack_wait
 	}
-	km := &kmsg{msg: msg, partition: p, key: msg.Headers().Get(stream.HeaderOrderingKey), gen: ps.gen, progress: time.Now()}
+	h := msg.Headers()
+	km := &kmsg{msg: msg, partition: p, key: orderKey(h.Get(stream.HeaderSource), h.Get(stream.HeaderOrderingKey)), gen: ps.gen, progress: time.Now()}
 	if md, err := msg.Metadata(); err == nil {
 		km.seq = md.Sequence.Stream
 	}
@@ -158,7 +167,10 @@ func (s *keyedScheduler) onArrive(p int, msg jetstream.Msg) {
 	ps.held[km.seq] = km
 	s.counters[p].arrived.Add(1)
 	if ps.gated {
+		// Staged behind a gate, it does not count against the window:
+		// the pulls must go on bringing back what another member held.
 		ps.staged = append(ps.staged, km)
+		s.counters[p].parked.Add(1)
 		return
 	}
 	s.enqueue(ps, km)
@@ -189,6 +201,7 @@ func (s *keyedScheduler) onOpen(p int, gen uint64) {
 		return
 	}
 	ps.gated = false
+	s.counters[p].parked.Add(-int64(len(ps.staged)))
 	sortBySeq(ps.staged)
 	for _, km := range ps.staged {
 		s.enqueue(ps, km)
@@ -218,17 +231,19 @@ func (s *keyedScheduler) onForeign(p int, gen uint64, foreign []foreignMsg) {
 		st.foreign++
 		s.repark(st)
 	}
+	s.counters[p].foreign.Store(int64(len(ps.foreign)))
 	s.onOpen(p, gen)
 }
 
 // resolveForeign ends the wait for a foreign message of ps; its key goes
 // on once it waits for no other.
-func (s *keyedScheduler) resolveForeign(ps *partState, seq uint64) {
+func (s *keyedScheduler) resolveForeign(p int, ps *partState, seq uint64) {
 	key, ok := ps.foreign[seq]
 	if !ok {
 		return
 	}
 	delete(ps.foreign, seq)
+	s.counters[p].foreign.Store(int64(len(ps.foreign)))
 	if st := s.keys[key]; st != nil {
 		st.foreign--
 		s.repark(st)
@@ -256,14 +271,25 @@ func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
 		i--
 	}
 	st.queue = slices.Insert(st.queue, i, km)
+	s.endWaitForLater(st)
 	// A message another member held is back once it is in its key's
 	// queue, not when it arrives: staged behind a gate, it is not.
 	if _, ok := ps.foreign[km.seq]; ok {
 		delete(ps.foreign, km.seq)
+		s.counters[km.partition].foreign.Store(int64(len(ps.foreign)))
 		st.foreign--
 	}
 	s.repark(st)
 	s.markReady(km.key, st)
+}
+
+// endWaitForLater ends a block that waits only for a message of the key
+// that is not postponed, once one is queued: the postponed ones are tried
+// again right after it.
+func (s *keyedScheduler) endWaitForLater(st *keyState) {
+	if st.forLater && slices.ContainsFunc(st.queue, func(km *kmsg) bool { return !km.postponed }) {
+		st.retryAt, st.forLater = time.Time{}, false
+	}
 }
 
 // repark counts st's queue as parked while it waits for foreign
@@ -303,15 +329,24 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 		switch a := b.actions[i]; a.kind {
 		case ack, term:
 			s.settle(km, a.kind)
-			s.notePassed(km, a.kind)
-		default: // nak (failed: retry later) or hold (behind one that failed)
+		default: // nak (failed: retry later), postpone, or hold (behind one that failed)
 			st := s.keys[km.key]
-			if a.kind == nak {
+			switch {
+			case a.kind == nak:
 				km.retries++
 				if st.retryAt.IsZero() {
 					s.block(km.key, st, now.Add(a.delay))
 				}
-			} else if st.retryAt.IsZero() {
+			case a.kind == postpone:
+				// Counted like a retry, so that its backoff grows and its
+				// postponement row goes when it applies.
+				km.retries++
+				km.postponed = true
+				if st.retryAt.IsZero() {
+					s.block(km.key, st, now.Add(a.delay))
+					st.forLater = true
+				}
+			case st.retryAt.IsZero():
 				s.block(km.key, st, now) // held behind one that was dead-lettered: go on
 			}
 			back[km.key] = append(back[km.key], km)
@@ -324,44 +359,15 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 		}
 		st.busy = false
 		if failed := back[km.key]; len(failed) > 0 {
+			sortBySeq(failed) // a batch tries a later message before postponed ones
 			st.queue = append(failed, st.queue...)
 			s.repark(st)
 		}
+		s.endWaitForLater(st)
 		s.markReady(km.key, st)
 		s.forget(km.key)
 	}
 	s.finishDrains()
-}
-
-// notePassed remembers a dead-lettered message of a key, and records on
-// it that a later event of the key applied.
-func (s *keyedScheduler) notePassed(km *kmsg, kind actionKind) {
-	if kind == term {
-		s.rememberDead(deadRefOf(km))
-		return
-	}
-	var rest []deadRef
-	for _, d := range s.dead[km.key] {
-		if d.StreamSeq >= km.seq {
-			rest = append(rest, d)
-			continue
-		}
-		if s.passed != nil {
-			s.bg.Go(func() { s.passed(context.Background(), d, km) })
-		}
-	}
-	if len(rest) == 0 {
-		delete(s.dead, km.key)
-	} else {
-		s.dead[km.key] = rest
-	}
-}
-
-// rememberDead adds d to its key's dead letters, once.
-func (s *keyedScheduler) rememberDead(d deadRef) {
-	if !slices.ContainsFunc(s.dead[d.key], func(o deadRef) bool { return o.StreamSeq == d.StreamSeq }) {
-		s.dead[d.key] = append(s.dead[d.key], d)
-	}
 }
 
 // settle acks, terminates or naks km, and forgets it. It is counted as
@@ -407,6 +413,7 @@ func (s *keyedScheduler) release(km *kmsg) {
 func (s *keyedScheduler) drop(ps *partState, km *kmsg) {
 	if i := slices.Index(ps.staged, km); i >= 0 {
 		ps.staged = slices.Delete(ps.staged, i, i+1)
+		s.counters[km.partition].parked.Add(-1)
 	}
 	if st := s.keys[km.key]; st != nil {
 		if i := slices.Index(st.queue, km); i >= 0 {
@@ -474,11 +481,9 @@ func (s *keyedScheduler) finishDrains() {
 			}
 			delete(s.keys, key)
 		}
-		for key, ds := range s.dead {
-			if len(ds) > 0 && ds[0].partition == p {
-				delete(s.dead, key)
-			}
-		}
+		c := &s.counters[p]
+		c.parked.Add(-int64(len(ps.staged)))
+		c.foreign.Store(0)
 		delete(s.parts, p)
 		close(ps.done)
 	}

@@ -34,6 +34,14 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 	return EventFromParts(p)
 }
 
+// orderKey is what the scheduler orders by: an ordering key within its
+// source. Order is per (source, key): two sources whose keys share a value
+// ("o-1" from the demo and from another sender) name two entities, so
+// neither waits for the other, and neither's dead letter is passed by the
+// other's events (docs/DESIGN.md, "Order"). The NUL cannot occur in a
+// source name.
+func orderKey(source, key string) string { return source + "\x00" + key }
+
 // EventFromParts turns a HOOKS stream message into an [Event]; it is the
 // one place that does so, for delivered and replayed messages alike. The
 // body hash is computed here rather than trusted from the header, so the

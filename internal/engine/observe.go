@@ -41,7 +41,8 @@ type TraceApplyStartData struct {
 type TraceApplyEndData struct {
 	Consumer string
 	// Outcomes holds each event's outcome, in the order of the start's
-	// Events: [Processed], [Duplicate], [Conflict] or [Failed].
+	// Events: [Processed], [Duplicate], [Conflict], [Postponed] or
+	// [Failed].
 	Outcomes []Outcome
 	// Duration is the time taken by every transaction of the batch.
 	Duration time.Duration
@@ -77,6 +78,9 @@ func (c *Consumer) traceApplyEnd(ctx context.Context, results []Result, elapsed 
 	outs := make([]Outcome, len(results))
 	for i, r := range results {
 		outs[i] = r.Outcome
+		if r.Outcome == Failed && isPostponed(r.Err) {
+			outs[i] = Postponed
+		}
 	}
 	c.opts.Tracer.TraceApplyEnd(ctx, TraceApplyEndData{Consumer: c.opts.Name, Outcomes: outs, Duration: elapsed})
 }

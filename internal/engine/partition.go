@@ -10,12 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
 
-	"github.com/hookbridge/hookbridge/internal/errtext"
-	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -71,7 +68,6 @@ func newGroup(c *Consumer, js jetstream.JetStream) *group {
 	a := &applier{pool: c.pool, consumer: o.Name, h: o.Handler, timeout: o.HandlerTimeout, keyed: true}
 	s := newKeyedScheduler(o.Name, o.Partitions, o.Concurrency, o.BatchSize, o.AckWait, o.Logger)
 	s.process = func(ctx context.Context, msgs []jetstream.Msg) []action { return c.processWith(ctx, a, msgs) }
-	s.passed = c.recordPassed
 	return &group{c: c, js: js, partitions: o.Partitions, sched: s, log: o.Logger,
 		members: newMembership(js, o.Name, o.Logger), running: map[int]*partitionRun{}, leaving: map[int]*partitionRun{}}
 }
@@ -207,13 +203,13 @@ func (g *group) servePartition(ctx context.Context, p int) {
 	var pin string
 	delay := 250 * time.Millisecond
 	for ctx.Err() == nil {
-		cons, err := g.js.CreateOrUpdateConsumer(ctx, stream.Hooks, g.durableConfig(p))
+		d, err := ensureDurable(ctx, g.js, stream.Hooks, g.durableConfig(p), g.log)
 		if refused(err) {
 			g.failed(fmt.Errorf("consumer %s: create durable %s: %w", g.c.opts.Name, name, err))
 			break
 		}
 		if err == nil {
-			pin, err = g.pull(ctx, cons, p)
+			pin, err = g.pull(ctx, d, p)
 		}
 		if ctx.Err() != nil {
 			break
@@ -273,299 +269,6 @@ func (g *group) partitionWindow() int {
 	g.mu.Unlock()
 	o := g.c.opts
 	return max(o.BatchSize, (o.Held()+served-1)/served)
-}
-
-// puller is one partition's pulls: what it knows of the pin and the
-// deliveries it got, to tell when the partition must be gated.
-type puller struct {
-	g    *group
-	cons jetstream.Consumer
-	p    int
-	// pin is the pin id the last message named; dseq the last delivery
-	// sequence; epoch the scheduler's fence epoch seen.
-	pin    string
-	dseq   uint64
-	epoch  uint64
-	checks conc.WaitGroup
-	ctx    context.Context
-}
-
-// pull feeds partition p's messages to the scheduler until ctx ends
-// (after the pull in flight brings what it has) or the durable is gone.
-// Each pull asks for the room the partition has here, so what the server
-// sends always fits. It returns the pin it held last.
-func (g *group) pull(ctx context.Context, cons jetstream.Consumer, p int) (string, error) {
-	checkCtx, cancelChecks := context.WithCancel(ctx)
-	pl := &puller{g: g, cons: cons, p: p, ctx: checkCtx, epoch: g.sched.fenceEpoch.Load()}
-	defer func() { cancelChecks(); pl.checks.Wait() }()
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		g.c.gate.wait(ctx)
-		room := g.sched.waitRoom(ctx, p, g.partitionWindow())
-		if ctx.Err() != nil {
-			break
-		}
-		err := pl.fetch(room)
-		switch {
-		case err == nil, errors.Is(err, jetstream.ErrPinIDMismatch):
-			delay = 100 * time.Millisecond
-			continue
-		case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound):
-			return pl.pin, fmt.Errorf("consumer %s partition %d: pull: %w", g.c.opts.Name, p, err)
-		}
-		g.log.Warn("pull failed", "consumer", g.c.opts.Name, "partition", p, "err", err, "retry_in", delay)
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 5*time.Second)
-	}
-	return pl.pin, nil
-}
-
-// fetch makes one pull of at most room messages and hands them over.
-func (pl *puller) fetch(room int) error {
-	batch, err := pl.cons.Fetch(room, jetstream.FetchMaxWait(pullWait), jetstream.FetchMaxBytes(partitionBytes),
-		jetstream.FetchPriorityGroup(priorityGroup))
-	if err != nil {
-		return err
-	}
-	for msg := range batch.Messages() {
-		pl.observe(msg)
-		pl.g.sched.arrive(pl.p, msg)
-	}
-	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-		return err
-	}
-	return nil
-}
-
-// observe gates the partition before msg is handed over when messages
-// older than it may be held elsewhere or come back later:
-//   - it is the first delivery this puller sees (a takeover);
-//   - deliveries were lost: a gap in the delivery sequence, which counts
-//     every delivery of the durable whoever got it (a reconnect, a pull
-//     given up before its messages came, or another member pinned in
-//     between);
-//   - a fence dropped what this member held.
-//
-// A new pin without a gap needs nothing: no delivery went elsewhere in
-// between (the pin lapses while a full partition does not pull, and the
-// same member is pinned again). After a new pin with a gap, or a fence,
-// what this member held before may be another's now, so it is dropped.
-func (pl *puller) observe(msg jetstream.Msg) {
-	var dseq uint64
-	if md, err := msg.Metadata(); err == nil {
-		dseq = md.Sequence.Consumer
-	}
-	pin, epoch := msg.Headers().Get(pinHeader), pl.g.sched.fenceEpoch.Load()
-	fresh := pl.dseq == 0
-	gap := !fresh && dseq != pl.dseq+1
-	fenced := epoch != pl.epoch
-	repinned := pin != pl.pin
-	pl.pin, pl.epoch, pl.dseq = pin, epoch, dseq
-	if !fresh && !gap && !fenced {
-		return
-	}
-	gen := pl.g.sched.gens.Add(1)
-	pl.g.sched.gate(pl.p, gen, fresh || fenced || (gap && repinned))
-	pl.checks.Go(func() { pl.g.awaitTakeover(pl.ctx, pl.cons, pl.p, gen) })
-}
-
-// awaitTakeover opens partition p (check gen), which this member was just
-// pinned to or lost deliveries of. When JetStream counts no more unacked
-// messages of it than this member holds, nothing is held elsewhere: it
-// opens at once. Else the messages held elsewhere are among those between
-// the durable's ack floor and its last delivery that are not here; of
-// these, the ones the inbox shows applied hold nothing back. The keys of
-// the rest wait (they come back after ack_wait, or are found acked on a
-// later look), and every other key goes on at once.
-func (g *group) awaitTakeover(ctx context.Context, cons jetstream.Consumer, p int, gen uint64) {
-	delay := 50 * time.Millisecond
-	start := time.Now()
-	var waiting []foreignMsg
-	looks, opened, logged := 0, false, false
-	for ctx.Err() == nil {
-		if info, here, err := g.pendingElsewhere(ctx, cons, p); err == nil {
-			looks++
-			switch {
-			case info.NumAckPending <= here:
-				if !opened {
-					g.seedDead(ctx, p)
-					g.sched.open(p, gen)
-				} else if len(waiting) > 0 {
-					g.sched.resolve(p, seqsOf(waiting))
-				}
-				if logged {
-					g.log.Info("partition taken over", "consumer", g.c.opts.Name, "partition", p, "waited", time.Since(start).Round(time.Millisecond))
-				}
-				return
-			case !opened && looks > 1:
-				// The first look may count this member's own deliveries
-				// still on their way; past it, read what is missing.
-				if foreign, err := g.foreignUnapplied(ctx, info, p); err == nil {
-					g.seedDead(ctx, p)
-					g.sched.openForeign(p, gen, foreign)
-					opened, waiting = true, foreign
-					if len(foreign) > 0 {
-						logged = true
-						g.log.Info("partition taken over; the keys of messages another member held wait for them (they return after ack_wait)",
-							"consumer", g.c.opts.Name, "partition", p, "messages", len(foreign), "keys", countKeys(foreign))
-					}
-				} else if !logged && time.Since(start) > time.Second {
-					logged = true
-					g.log.Info("partition taken over; waiting for messages another member held (they return after ack_wait)",
-						"consumer", g.c.opts.Name, "partition", p, "elsewhere", info.NumAckPending-here, "err", err)
-				}
-			case opened:
-				// Done once every foreign message is below the ack floor:
-				// under steady traffic the counts above rarely agree, and
-				// looking on would read the durable's state every second
-				// for as long as the partition is served.
-				if waiting = g.recheckForeign(p, info.AckFloor.Stream, waiting); len(waiting) == 0 {
-					if !logged {
-						return
-					}
-					g.log.Info("partition taken over", "consumer", g.c.opts.Name, "partition", p, "waited", time.Since(start).Round(time.Millisecond))
-					return
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
-	}
-}
-
-// seedDead hands the scheduler the dead letters of p's keys that no
-// later event has passed yet, read as a gate opens: by then a member that
-// served p before has committed the dead letters of its last batches, so
-// the first later event applied here marks them passed.
-func (g *group) seedDead(ctx context.Context, p int) {
-	refs, err := g.c.unpassedDeadLetters(ctx, p, g.partitions)
-	if err != nil {
-		g.log.Warn("partition: could not read its dead letters; a later event will not mark them passed",
-			"consumer", g.c.opts.Name, "partition", p, "err", errtext.ForLog(err))
-		return
-	}
-	if len(refs) > 0 {
-		g.sched.seedDead(p, refs)
-	}
-}
-
-// pendingElsewhere reads the durable's state and how many of its unacked
-// messages this member surely holds: those that arrived before the
-// request, less those settled by the time of the answer. A message that
-// arrives meanwhile is not counted here, one acked meanwhile is, so the
-// count errs on the side of waiting.
-func (g *group) pendingElsewhere(ctx context.Context, cons jetstream.Consumer, p int) (*jetstream.ConsumerInfo, int, error) {
-	c := &g.sched.counters[p]
-	arrived := c.arrived.Load()
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
-	return info, int(int64(arrived) - int64(c.settled.Load())), nil
-}
-
-// maxForeignScan bounds the messages a takeover reads to find the keys
-// another member held; past it the whole partition waits instead.
-const maxForeignScan = 20000
-
-var errForeignScan = errors.New("too many messages held elsewhere to read them one by one")
-
-// foreignUnapplied reads partition p's messages between the durable's
-// ack floor and its last delivery (what another member may hold), and
-// returns those the inbox does not show applied.
-func (g *group) foreignUnapplied(ctx context.Context, info *jetstream.ConsumerInfo, p int) ([]foreignMsg, error) {
-	s, err := g.js.Stream(ctx, stream.Hooks)
-	if err != nil {
-		return nil, err
-	}
-	type ref struct {
-		foreignMsg
-		source, id string
-	}
-	var found []ref
-	from, to := info.AckFloor.Stream+1, info.Delivered.Stream
-	for _, subject := range g.c.opts.keyedFilterSubjects(p) {
-		for seq := from; seq <= to; {
-			m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("read partition %d at %d: %w", p, seq, err)
-			}
-			if m.Sequence > to {
-				break
-			}
-			found = append(found, ref{foreignMsg{m.Sequence, m.Header.Get(stream.HeaderOrderingKey)},
-				m.Header.Get(stream.HeaderSource), m.Header.Get(stream.HeaderEventID)})
-			if len(found) > maxForeignScan {
-				return nil, errForeignScan
-			}
-			seq = m.Sequence + 1
-		}
-	}
-	bySource := map[string][]string{}
-	for _, r := range found {
-		bySource[r.source] = append(bySource[r.source], r.id)
-	}
-	applied := map[[2]string]bool{}
-	for source, ids := range bySource {
-		got, err := store.InboxFindApplied(ctx, g.c.pool, g.c.opts.Name, source, ids)
-		if err != nil {
-			return nil, fmt.Errorf("read the inbox: %w", err)
-		}
-		for _, id := range got {
-			applied[[2]string{source, id}] = true
-		}
-	}
-	var out []foreignMsg
-	for _, r := range found {
-		if !applied[[2]string{r.source, r.id}] {
-			out = append(out, r.foreignMsg)
-		}
-	}
-	return out, nil
-}
-
-// recheckForeign resolves the foreign messages now below the durable's
-// ack floor and returns the rest. (Those that come back are resolved by
-// the scheduler as they arrive; resolving one twice changes nothing.)
-func (g *group) recheckForeign(p int, floor uint64, waiting []foreignMsg) []foreignMsg {
-	var done []uint64
-	var rest []foreignMsg
-	for _, f := range waiting {
-		if f.seq <= floor {
-			done = append(done, f.seq)
-		} else {
-			rest = append(rest, f)
-		}
-	}
-	if len(done) > 0 {
-		g.sched.resolve(p, done)
-	}
-	return rest
-}
-
-func seqsOf(fs []foreignMsg) []uint64 {
-	out := make([]uint64, len(fs))
-	for i, f := range fs {
-		out[i] = f.seq
-	}
-	return out
-}
-
-func countKeys(fs []foreignMsg) int {
-	keys := map[string]bool{}
-	for _, f := range fs {
-		keys[f.key] = true
-	}
-	return len(keys)
 }
 
 // ReplaySubjects are the HOOKS subjects, keyed or not, of the consumer's

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
@@ -42,6 +43,12 @@ type ReplayOptions struct {
 	// Resolution is what the dead letters the replay applied are marked
 	// with (default [ResolutionReplayed]).
 	Resolution string
+	// OutOfOrder applies a dead letter that a later event of its ordering
+	// key has passed (it applied after the dead letter was recorded):
+	// applying it now applies it after that event. Without it such a dead
+	// letter is held, checked under its row's lock in the apply's own
+	// transaction.
+	OutOfOrder bool
 
 	// ApplyTimeout bounds one event's transaction (default
 	// [DefaultHandlerTimeout], as for a running consumer).
@@ -81,7 +88,11 @@ type ReplaySummary struct {
 	Missing   int    `json:"missing"`
 	Mismatch  int    `json:"mismatch"`
 	Unusable  int    `json:"unusable"`
-	Resolved  int    `json:"resolved"` // dead letters marked resolved
+	// Held were not applied, to keep their key's order: an earlier event
+	// of their key failed or is not applied yet, or (a dead letter) a
+	// later one has passed them.
+	Held     int `json:"held"`
+	Resolved int `json:"resolved"` // dead letters marked resolved
 }
 
 func (s *ReplaySummary) add(it ReplayItem) {
@@ -101,6 +112,8 @@ func (s *ReplaySummary) add(it ReplayItem) {
 		s.Mismatch++
 	case ReplayUnusable:
 		s.Unusable++
+	case ReplayHeld:
+		s.Held++
 	default:
 		s.Failed++
 	}
@@ -122,6 +135,7 @@ func (s *ReplaySummary) add(it ReplayItem) {
 // failures to read the stream or the database as a whole.
 func Replay(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, o ReplayOptions) (ReplaySummary, error) {
 	r, err := newReplayer(pool, o)
+	r.js = js
 	if err != nil {
 		return r.sum, err
 	}
@@ -142,6 +156,7 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, o R
 
 type replayer struct {
 	pool *pgxpool.Pool
+	js   jetstream.JetStream
 	o    ReplayOptions
 	log  *slog.Logger
 	sum  ReplaySummary
@@ -149,6 +164,8 @@ type replayer struct {
 	// dead letters, so a range replay resolves them without a query per
 	// message.
 	unresolved map[uint64]bool
+	// order keeps the keyed events in order (replay_order.go).
+	order *keyOrder
 }
 
 func newReplayer(pool *pgxpool.Pool, o ReplayOptions) (*replayer, error) {
@@ -187,8 +204,13 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		return fmt.Errorf("replay %s: %w", r.o.Consumer, err)
 	}
 	r.unresolved = map[uint64]bool{}
+	var last uint64
 	for _, d := range dls {
 		r.unresolved[d.StreamSeq] = true
+		last = max(last, d.StreamSeq)
+	}
+	if r.order, err = newKeyOrder(ctx, r.pool, r.js, r.o, last); err != nil {
+		return err
 	}
 	r.planned(uint64(len(dls)))
 	for _, d := range dls {
@@ -234,6 +256,9 @@ func (r *replayer) streamRange(ctx context.Context, js jetstream.JetStream, s je
 		return nil
 	}
 	if err := r.loadUnresolved(ctx); err != nil {
+		return err
+	}
+	if r.order, err = newKeyOrder(ctx, r.pool, js, r.o, last); err != nil {
 		return err
 	}
 	cons, err := js.OrderedConsumer(ctx, stream.Hooks, r.orderedConfig())
@@ -289,7 +314,9 @@ func (r *replayer) orderedConfig() jetstream.OrderedConsumerConfig {
 		FilterSubjects:    subjects,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
 		InactiveThreshold: time.Minute,
-		NamePrefix:        "hookbridge_replay_" + r.o.Consumer,
+		// A name of its own: an ordered consumer numbers its consumers from
+		// 1, and the last replay's could still answer.
+		NamePrefix: "hookbridge_replay_" + r.o.Consumer + "_" + nuid.Next(),
 	}
 	switch {
 	case r.o.FromSeq > 0:
@@ -335,6 +362,13 @@ func (r *replayer) inTimeRange(t time.Time) bool {
 func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Time) {
 	it := ReplayItem{Seq: ev.StreamSeq, Time: at, Source: ev.Source, EventID: ev.ID, Type: ev.Type}
 	var cause error // it.Error's error, for the log line
+	if evErr == nil {
+		if why := r.order.blocked(ctx, ev); why != "" {
+			it.Outcome, it.Error = ReplayHeld, why
+			r.report(it, nil)
+			return
+		}
+	}
 	switch {
 	case evErr != nil:
 		cause = evErr
@@ -352,6 +386,9 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 			return
 		}
 		cause = err
+	}
+	if it.Outcome != ReplayHeld { // a passed dead letter lets its key go on
+		r.order.done(ev, it.Outcome)
 	}
 	r.report(it, cause)
 }
@@ -371,10 +408,13 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) (report 
 		out, err = r.withRetry(ctx, func(actx context.Context) (Outcome, error) {
 			var o Outcome
 			var e error
-			o, resolved, gone, e = applyResolving(actx, r.pool, r.o.Consumer, r.o.Handler, ev, r.o.Resolution)
+			o, resolved, gone, e = applyResolving(actx, r.pool, r.o.Consumer, r.o.Handler, ev, r.o.Resolution, r.o.OutOfOrder)
 			return o, e
 		})
 		switch {
+		case err == nil && out == ReplayHeld:
+			it.Outcome, it.Error = ReplayHeld, ErrPassed.Error()
+			return true, nil
 		case err == nil && gone:
 			delete(r.unresolved, ev.StreamSeq)
 			if r.o.DeadLetters {
@@ -433,8 +473,15 @@ func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Conte
 	}
 }
 
+// ErrPassed is why a dead letter is held: a later event of its ordering
+// key applied after it was dead-lettered.
+var ErrPassed = errors.New("a later event of its ordering key has applied since it was dead-lettered; applying it now would apply it out of order")
+
 // applyResolving applies ev for consumer and marks its unresolved dead
-// letter resolved in one transaction, which first locks that row. So the
+// letter resolved in one transaction, which first locks that row. A dead
+// letter a later event of its key has passed is held (ReplayHeld, nothing
+// applied) unless outOfOrder: the mark is read under the lock, and the
+// later event writes it in its own transaction, so the two never race. So the
 // effect and the resolution commit together or not at all, and whoever
 // else touches the row waits: a discard then finds it resolved (and an
 // event an operator discarded is never applied by a requeue that raced
@@ -442,18 +489,21 @@ func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Conte
 // reports that the row was resolved already; nothing was applied then. A
 // conflict is recorded and the row stays unresolved; a failure rolls
 // everything back.
-func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event, resolution string) (out Outcome, resolved, gone bool, err error) {
+func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event, resolution string, outOfOrder bool) (out Outcome, resolved, gone bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	locked, err := store.DeadLetterLock(ctx, tx, consumer, messageKey(&ev))
+	locked, passed, err := store.DeadLetterLock(ctx, tx, consumer, messageKey(&ev))
 	if err != nil {
 		return Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}
 	if !locked {
 		return Failed, false, true, nil
+	}
+	if passed && !outOfOrder {
+		return ReplayHeld, false, false, nil
 	}
 	out, _, err = applyInTx(ctx, tx, consumer, h, ev)
 	if err != nil {

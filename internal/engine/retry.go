@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -189,5 +190,31 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 		return c.deadLetter(ctx, ev, ReasonMaxDeliver, err)
 	}
 	c.opts.Logger.Warn("event failed, will retry", append(attrs, "retry_in", retry.delay)...)
+	return retry
+}
+
+// onPostponed decides what happens to an event its handler postponed
+// ([consumer.Postpone]): tried again (keyed: after the key's next event,
+// else after the backoff; unkeyed: nak'd with the backoff), or
+// dead-lettered once it has waited for longer than PostponeLimit since it
+// was first postponed. Postponements never count toward max_deliver.
+func (c *Consumer) onPostponed(ctx context.Context, ev Event, err error, attrs []any) action {
+	retry := action{kind: postpone, delay: c.backoff(ev.NumDelivered)}
+	attrs = append(attrs, "err", errtext.ForLog(err))
+	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, min(c.opts.HandlerTimeout, countTimeout))
+	switch {
+	case nerr != nil:
+		c.gate.close()
+		c.opts.Logger.Warn("event postponed and the postponement could not be recorded, will retry",
+			append(attrs, "note_err", errtext.ForLog(nerr), "retry_in", retry.delay)...)
+		return action{kind: nak, delay: retry.delay}
+	case since.IsZero():
+		c.opts.Logger.Debug("event postponed after another delivery settled it", attrs...)
+		return action{kind: ack}
+	case time.Since(since) > c.opts.PostponeLimit:
+		return c.deadLetter(ctx, ev, ReasonPostponed,
+			fmt.Errorf("postponed for %s, longer than postpone_limit %s: %w", time.Since(since).Round(time.Millisecond), c.opts.PostponeLimit, err))
+	}
+	c.opts.Logger.Debug("event postponed until a later event of its key", append(attrs, "postponed_for", time.Since(since).Round(time.Millisecond))...)
 	return retry
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/failat"
 )
 
 // batchSizes are the batch sizes every consumer test runs at: the
@@ -81,7 +82,7 @@ func ordersOptions(name string, maxDeliver int) engine.Options {
 	return engine.Options{
 		Name:       name,
 		EventTypes: []string{orders.Created, orders.Paid, orders.Cancelled},
-		Handler:    orders.Handler(name),
+		Handler:    countedOrders{orders.Handler(name)},
 		MaxDeliver: maxDeliver,
 		Backoff:    []time.Duration{50 * time.Millisecond},
 		AckWait:    5 * time.Second,
@@ -509,4 +510,28 @@ func TestRecoveryIsLogged(t *testing.T) {
 	if !strings.Contains(line, "event_id=e1") || !strings.Contains(line, "attempts=3") || !strings.Contains(line, "since_received=") {
 		t.Fatalf("recovery line %q lacks the event id, attempts=3 or the time to apply", line)
 	}
+}
+
+// countedOrders is the demo handler with its postponement of an unknown
+// order's event turned into a plain failure: the tests of max_deliver,
+// backoff and dead letters use it as a failure that counts.
+type countedOrders struct{ *consumer.Mux }
+
+func (h countedOrders) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+	return counted(h.Mux.Handle(ctx, tx, ev))
+}
+
+func (h countedOrders) HandleBatch(ctx context.Context, tx pgx.Tx, evs []consumer.Event) error {
+	return counted(h.Mux.HandleBatch(ctx, tx, evs))
+}
+
+func counted(err error) error {
+	if !consumer.IsPostponed(err) {
+		return err
+	}
+	plain := fmt.Errorf("%s: %w", err.Error(), orders.ErrUnknownOrder)
+	if fe := (*failat.Error)(nil); errors.As(err, &fe) {
+		return &failat.Error{Lo: fe.Lo, Hi: fe.Hi, Err: plain}
+	}
+	return plain
 }

@@ -30,6 +30,10 @@ const (
 	// hold: not attempted, behind an earlier event of its ordering key
 	// that failed (keyed consumption only, see keyed.go).
 	hold
+	// postpone: the handler postponed it ([consumer.Postpone]); keyed,
+	// it is tried again after the key's next event, or after delay;
+	// unkeyed, it is nak'd with delay.
+	postpone
 )
 
 // runner pulls from one durable consumer, groups messages into batches and
@@ -78,10 +82,10 @@ func (r *runner) run(ctx context.Context) error {
 	const firstDelay = 250 * time.Millisecond
 	delay := firstDelay
 	for ctx.Err() == nil {
-		cons, err := r.js.CreateOrUpdateConsumer(ctx, r.streamName, r.cfg)
+		d, err := ensureDurable(ctx, r.js, r.streamName, r.cfg, r.log)
 		if err == nil {
 			delay = firstDelay
-			err = r.consume(ctx, cons, workers)
+			err = r.consume(ctx, d, workers)
 			if err == nil && ctx.Err() == nil {
 				err = errors.New("pull iterator closed (durable consumer deleted?)")
 			}
@@ -130,7 +134,7 @@ func refused(err error) bool {
 // to wait for room let heartbeats and expiry notices overflow it, and the
 // NATS client dropped them or, worse, a message (slow consumer), which
 // came back only after ack_wait.
-func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *pool.Pool) error {
+func (r *runner) consume(ctx context.Context, d *durable, workers *pool.Pool) error {
 	// The queue holds two batches per worker, enough to hide the pull
 	// round trip, and never fewer than minPullWindow.
 	prefetch := r.prefetch
@@ -145,12 +149,15 @@ func (r *runner) consume(ctx context.Context, cons jetstream.Consumer, workers *
 		feedErr error
 	)
 	bg.Go(func() {
-		feedErr = r.feed(ctx, cons, q, prefetch)
+		feedErr = r.feed(ctx, d, q, prefetch)
 		q.close() // after feedErr is set: the loop below reads it once the queue is closed
 	})
+	narrowCtx, stopNarrowing := context.WithCancel(ctx)
+	bg.Go(func() { d.watchNarrowing(narrowCtx, r.js, r.streamName, r.log) })
 	bg.Go(func() { r.keepQueuedInProgress(q, stopped) })
 	defer func() {
 		close(stopped)
+		stopNarrowing()
 		bg.Wait()
 	}()
 
@@ -287,7 +294,7 @@ const minPullBytes = 2 << 20
 // pull brings many messages. While the intake gate is closed (the
 // database is unreachable) it pulls nothing new: what is queued is still
 // handed to workers, and each fails fast and is nak'd with its backoff.
-func (r *runner) feed(ctx context.Context, cons jetstream.Consumer, q *msgQueue, window int) error {
+func (r *runner) feed(ctx context.Context, d *durable, q *msgQueue, window int) error {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if r.hold != nil {
@@ -297,7 +304,7 @@ func (r *runner) feed(ctx context.Context, cons jetstream.Consumer, q *msgQueue,
 		if ctx.Err() != nil {
 			break
 		}
-		err := r.fetch(cons, q, msgs, bytes)
+		err := r.fetch(d, q, msgs, bytes)
 		switch {
 		case err == nil:
 			delay = 100 * time.Millisecond
@@ -317,13 +324,15 @@ func (r *runner) feed(ctx context.Context, cons jetstream.Consumer, q *msgQueue,
 
 // fetch makes one pull of at most msgs messages and bytes bytes and
 // queues what it brings, as it comes.
-func (r *runner) fetch(cons jetstream.Consumer, q *msgQueue, msgs, bytes int) error {
-	batch, err := cons.Fetch(msgs, jetstream.FetchMaxWait(pullWait), jetstream.FetchMaxBytes(bytes))
+func (r *runner) fetch(d *durable, q *msgQueue, msgs, bytes int) error {
+	batch, err := d.cons.Fetch(msgs, jetstream.FetchMaxWait(pullWait), jetstream.FetchMaxBytes(bytes))
 	if err != nil {
 		return err
 	}
 	for m := range batch.Messages() {
-		q.push(m)
+		if !d.skip(m, r.log) {
+			q.push(m)
+		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 		return err
@@ -378,7 +387,7 @@ func (r *runner) applyAndAck(ctx context.Context, msgs []jetstream.Msg, stopProg
 		switch a := actions[i]; a.kind {
 		case ack:
 			err = msg.Ack()
-		case nak:
+		case nak, postpone:
 			err = msg.NakWithDelay(a.delay)
 		case term:
 			err = msg.Term()

@@ -142,8 +142,9 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 
 // claimSet claims the events at uniq (one per key) in one statement, in
 // key order so that racing batches lock inbox keys in the same order, and
-// deletes the failure counters of redelivered messages in the same round
-// trip. It returns the keys it claimed.
+// deletes the failure counters of redelivered messages and marks the dead
+// letters keyed events pass in the same round trip. It returns the keys it
+// claimed, and whether anything besides was written (cleared).
 func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []int) (claimed map[inboxKey]bool, cleared bool, err error) {
 	sorted := slices.Clone(uniq)
 	slices.SortFunc(sorted, func(x, y int) int {
@@ -157,6 +158,7 @@ func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []i
 	b := &pgx.Batch{}
 	store.QueueInboxClaimMany(b, a.consumer, entries)
 	clear := queueClearFailures(b, a.consumer, evs)
+	mark := queuePassedMarks(b, a.consumer, evs)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close() //nolint:errcheck // the error is read below
 	claimed = make(map[inboxKey]bool, n)
@@ -164,10 +166,8 @@ func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []i
 	if err != nil {
 		return nil, false, fmt.Errorf("apply batch: claim inbox: %w", err)
 	}
-	if clear {
-		if cleared, err = execCleared(br); err != nil {
-			return nil, false, fmt.Errorf("apply batch: clear failure counts: %w", err)
-		}
+	if cleared, err = readAfterClaim(br, clear, mark); err != nil {
+		return nil, false, fmt.Errorf("apply batch: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, false, fmt.Errorf("apply batch: claim inbox: %w", err)

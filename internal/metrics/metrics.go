@@ -81,7 +81,7 @@ func New() *Registry {
 	}, []string{"source"})
 	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "events_total",
-		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, failed (rolled back, will be retried or dead-lettered), dead_lettered.",
+		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, postponed (the handler waits for a later event of its key), failed (rolled back, will be retried or dead-lettered), dead_lettered.",
 	}, []string{"consumer", "outcome"})
 	r.applySeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "apply_seconds",

@@ -100,9 +100,22 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptio
 	if o.JS == nil {
 		return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %w", id, errNoJetStream)
 	}
-	item, err := o.requeueApply(ctx, d)
+	item, err := o.requeueApply(ctx, d, opts.OutOfOrder)
 	if err != nil {
 		return RequeueResult{}, err
+	}
+	if item != nil && item.Outcome == consumer.ReplayHeld {
+		// A later event of its key passed it after the check above: the
+		// apply found the mark under the row's lock and applied nothing.
+		now, err := o.GetDeadLetter(ctx, id)
+		if err != nil {
+			return RequeueResult{}, err
+		}
+		pb := Passed(now)
+		if pb == nil {
+			return RequeueResult{}, fmt.Errorf("requeue dead letter %d: %s: %w", id, item.Error, ErrNotApplied)
+		}
+		return RequeueResult{}, &PassedError{ID: id, StreamSeq: d.StreamSeq, PassedBy: *pb}
 	}
 	if item == nil {
 		// Resolved between the read and the apply: by another requeue or
@@ -134,8 +147,8 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptio
 
 // requeueApply replays d's message alone and returns what became of it
 // (nil: the row was resolved meanwhile, nothing was applied).
-func (o *Ops) requeueApply(ctx context.Context, d DeadLetter) (*engine.ReplayItem, error) {
-	opts, err := o.replayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID})
+func (o *Ops) requeueApply(ctx context.Context, d DeadLetter, outOfOrder bool) (*engine.ReplayItem, error) {
+	opts, err := o.replayOptions(d.Consumer, ReplaySelectors{DeadLetters: true, FromSeq: d.StreamSeq, ToSeq: d.StreamSeq, EventID: d.EventID, OutOfOrder: outOfOrder})
 	if err != nil {
 		return nil, fmt.Errorf("requeue dead letter %d: %w", d.ID, err)
 	}

@@ -23,6 +23,7 @@ const (
 	EventConflict     = "conflict"      // a copy came with another body
 	EventPending      = "pending"       // stored, not delivered or not yet acked
 	EventRedelivered  = "redelivered"   // failing right now, being retried
+	EventPostponed    = "postponed"     // its handler waits for a later event of its key
 	EventDeadLettered = "dead_lettered" // given up on (or discarded); see the dead letter
 )
 
@@ -51,6 +52,9 @@ type EventAtConsumer struct {
 	Failures     int        `json:"failures,omitempty"`
 	LastError    string     `json:"last_error,omitempty"`
 	LastFailedAt *time.Time `json:"last_failed_at,omitempty"`
+	// PostponedSince is when its handler first postponed it (state
+	// postponed: it waits for a later event of its key).
+	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
 // LifeDeadLetter is a dead letter of the event, resolved or not.
@@ -199,6 +203,10 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 			at.State, at.StreamSeq = EventRedelivered, f.StreamSeq
 			failed := f.UpdatedAt.UTC()
 			at.Failures, at.LastError, at.LastFailedAt = f.Failures, f.LastError, &failed
+			if f.PostponedSince != nil && f.Failures == 0 {
+				since := f.PostponedSince.UTC()
+				at.State, at.PostponedSince = EventPostponed, &since
+			}
 			return at, true
 		}
 	}

@@ -14,10 +14,12 @@ import (
 // leave a passed dead letter alone unless the operator asks for it
 // explicitly (RequeueOptions.OutOfOrder, ReplaySelectors.OutOfOrder).
 //
-// The mark is written just after the later event's transaction commits,
-// so for a moment after that commit a dead letter can be passed without
-// being marked yet; a requeue in that moment is not refused, and its
-// result says out_of_order once the mark is there.
+// The mark is written in the later event's own transaction, which locks
+// the row; a requeue locks it too and reads the mark under that lock, in
+// the transaction that applies the dead letter. So a requeue either
+// commits before the later event does (and is in order) or finds the mark
+// and applies nothing (a [*PassedError]), even when the later event
+// applies while the requeue runs.
 
 // ErrOutOfOrder: the dead letter was passed by a later event of its
 // ordering key, and applying it now would apply it out of order.

@@ -66,7 +66,7 @@ func (o *Ops) replayOptions(name string, sel ReplaySelectors) (engine.ReplayOpti
 	case !sel.Since.IsZero() && !sel.Until.IsZero() && !sel.Since.Before(sel.Until):
 		return engine.ReplayOptions{}, fmt.Errorf("since is not before until: %w", ErrInvalid)
 	case sel.OutOfOrder && !sel.DeadLetters:
-		return engine.ReplayOptions{}, fmt.Errorf("out of order goes with dead letters only (a range replay applies every message of its range): %w", ErrInvalid)
+		return engine.ReplayOptions{}, fmt.Errorf("out of order goes with dead letters only (a range replay holds a key's events behind one that failed or is not applied, and the dead letters a later event passed): %w", ErrInvalid)
 	case sel.Type != "" && !sel.DeadLetters && !slices.Contains(c.EventTypes, sel.Type):
 		return engine.ReplayOptions{}, fmt.Errorf("consumer %s does not receive event type %q: %w", c.Name, sel.Type, ErrInvalid)
 	}
@@ -83,6 +83,7 @@ func (o *Ops) replayOptions(name string, sel ReplaySelectors) (engine.ReplayOpti
 		EventID:      sel.EventID,
 		DeadLetters:  sel.DeadLetters,
 		DryRun:       sel.DryRun,
+		OutOfOrder:   sel.OutOfOrder,
 		ApplyTimeout: c.ApplyTimeout,
 		Logger:       o.Logger,
 	}, nil

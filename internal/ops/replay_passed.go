@@ -152,6 +152,7 @@ func addSummary(a *engine.ReplaySummary, b engine.ReplaySummary) {
 	a.Missing += b.Missing
 	a.Mismatch += b.Mismatch
 	a.Unusable += b.Unusable
+	a.Held += b.Held
 	a.Resolved += b.Resolved
 }
 

@@ -566,3 +566,39 @@ func TestUnpreparableStatementIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// A statement can postpone its event with hookbridge.postpone(reason)
+// (SQLSTATE HB001): the apply fails, rolls back, is neither permanent nor
+// counted as a plain failure, and applies once the later event it waits
+// for has.
+func TestStatementPostponesItsEvent(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, crm())
+	h, err := sqlconsumer.New("tickets", map[string][]string{
+		"issues.opened": apply["issues.opened"],
+		"issues.closed": {
+			`SELECT hookbridge.postpone('ticket not opened yet')
+			 WHERE NOT EXISTS (SELECT 1 FROM crm.tickets WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint)`,
+			`UPDATE crm.tickets SET state = 'closed' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`,
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := applyOne(t, db, h, closed(1, "c1", 9))
+	if out != consumer.Failed || !consumer.IsPostponed(err) || consumer.IsPermanent(err) || !strings.Contains(err.Error(), "ticket not opened yet") {
+		t.Fatalf("closed before opened: %v, %v; want failed, postponed, with the reason", out, err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); n != 0 {
+		t.Fatalf("inbox rows = %d, want 0 (rolled back)", n)
+	}
+	if out, err := applyOne(t, db, h, opened(2, "o1", 9, "t")); out != consumer.Processed || err != nil {
+		t.Fatalf("opened: %v, %v", out, err)
+	}
+	if out, err := applyOne(t, db, h, closed(1, "c1", 9)); out != consumer.Processed || err != nil {
+		t.Fatalf("closed after opened: %v, %v", out, err)
+	}
+	if n := db.Count(t, "SELECT count(*) FROM crm.tickets WHERE state = 'closed'"); n != 1 {
+		t.Fatalf("closed tickets = %d, want 1", n)
+	}
+}

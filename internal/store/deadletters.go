@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,13 +20,15 @@ var (
 	sqlFailureClear                        = load("failure_clear.sql")
 	sqlFailureClearMany                    = load("failure_clear_many.sql")
 	sqlFailureIncrement                    = load("failure_increment.sql")
+	sqlFailurePostpone                     = load("failure_postpone.sql")
 	sqlMessageLock                         = load("message_lock.sql")
 	sqlDeadLetterPage                      = load("dead_letter_page.sql")
 	sqlDeadLetterDiscard                   = load("dead_letter_discard.sql")
 	sqlDeadLetterListForEvent              = load("dead_letter_list_for_event.sql")
 	sqlDeadLetterMarkPassed                = load("dead_letter_mark_passed.sql")
-	sqlDeadLetterListUnpassed              = load("dead_letter_list_unpassed.sql")
+	sqlDeadLetterMarkPassedBy              = load("dead_letter_mark_passed_by.sql")
 	sqlDeadLetterFindUnresolved            = load("dead_letter_find_unresolved.sql")
+	sqlDeadLetterFindAny                   = load("dead_letter_find_any.sql")
 	sqlFailureListForEvent                 = load("failure_list_for_event.sql")
 	sqlFailureList                         = load("failure_list.sql")
 	sqlFailureCountByConsumer              = load("failure_count_by_consumer.sql")
@@ -74,14 +77,49 @@ func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 	return err
 }
 
+// PassingEvent is the first event of its (source, ordering key) in a
+// transaction: it passes the key's earlier dead letters.
+type PassingEvent struct {
+	Source, OrderingKey, EventID string
+	StreamSeq                    uint64
+}
+
+// QueueDeadLetterMarkPassedBy queues the mark of the dead letters that evs
+// pass (one per source and key); read it with [ReadDeadLetterMarkPassedBy].
+func QueueDeadLetterMarkPassedBy(b *pgx.Batch, consumer string, evs []PassingEvent) {
+	n := len(evs)
+	sources, keys, ids, seqs := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, e := range evs {
+		sources[i], keys[i], ids[i], seqs[i] = e.Source, e.OrderingKey, e.EventID, int64(e.StreamSeq)
+	}
+	b.Queue(sqlDeadLetterMarkPassedBy, consumer, sources, keys, ids, seqs)
+}
+
+// ReadDeadLetterMarkPassedBy reads the result of a queued
+// [QueueDeadLetterMarkPassedBy]: whether it marked any.
+func ReadDeadLetterMarkPassedBy(br pgx.BatchResults) (bool, error) {
+	tag, err := br.Exec()
+	return tag.RowsAffected() > 0, err
+}
+
 // DeadLetterFindUnresolved returns which of msgs (by stream sequence) have
 // an unresolved dead letter of consumer.
 func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+	return deadLetterFind(ctx, q, sqlDeadLetterFindUnresolved, consumer, msgs)
+}
+
+// DeadLetterFindAny returns which of msgs (by stream sequence) consumer
+// dead-lettered, resolved since or not.
+func DeadLetterFindAny(ctx context.Context, q Querier, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
+	return deadLetterFind(ctx, q, sqlDeadLetterFindAny, consumer, msgs)
+}
+
+func deadLetterFind(ctx context.Context, q Querier, sql, consumer string, msgs []MessageKey) (map[uint64]bool, error) {
 	sources, ids, seqs := make([]string, len(msgs)), make([]string, len(msgs)), make([]int64, len(msgs))
 	for i, m := range msgs {
 		sources[i], ids[i], seqs[i] = m.Source, m.EventID, int64(m.StreamSeq)
 	}
-	rows, err := q.Query(ctx, sqlDeadLetterFindUnresolved, consumer, sources, ids, seqs)
+	rows, err := q.Query(ctx, sql, consumer, sources, ids, seqs)
 	if err != nil {
 		return nil, err
 	}
@@ -95,28 +133,6 @@ func DeadLetterFindUnresolved(ctx context.Context, q Querier, consumer string, m
 		dead[uint64(seq)] = true
 	}
 	return dead, rows.Err()
-}
-
-// KeyedDeadLetter is an unresolved dead letter of a keyed event.
-type KeyedDeadLetter struct {
-	MessageKey
-	OrderingKey string
-}
-
-// DeadLetterListUnpassed are consumer's unresolved dead letters of keyed
-// events that no later event of their key has passed yet.
-func DeadLetterListUnpassed(ctx context.Context, q Querier, consumer string) ([]KeyedDeadLetter, error) {
-	rows, err := q.Query(ctx, sqlDeadLetterListUnpassed, consumer)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (KeyedDeadLetter, error) {
-		var d KeyedDeadLetter
-		var seq int64
-		err := row.Scan(&d.Source, &d.EventID, &seq, &d.OrderingKey)
-		d.StreamSeq = uint64(seq)
-		return d, err
-	})
 }
 
 // DeadLetterMarkPassed records on the dead letter of message k that the
@@ -192,10 +208,15 @@ func DeadLetterResolve(ctx context.Context, q Querier, consumer string, k Messag
 	return tag.RowsAffected() > 0, nil
 }
 
-// DeadLetterLock locks the consumer's unresolved dead letter of the
-// message k until tx ends; it reports whether there was one.
-func DeadLetterLock(ctx context.Context, tx Querier, consumer string, k MessageKey) (bool, error) {
-	return returnsRows(ctx, tx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq))
+// DeadLetterLock locks consumer's unresolved dead letter of message k for
+// the rest of the transaction and reports whether there was one, and
+// whether a later event of its ordering key has passed it.
+func DeadLetterLock(ctx context.Context, tx Querier, consumer string, k MessageKey) (locked, passed bool, err error) {
+	err = tx.QueryRow(ctx, sqlDeadLetterLock, consumer, k.Source, k.EventID, int64(k.StreamSeq)).Scan(&passed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	return err == nil, passed, err
 }
 
 // DeadLetterNoteError sets the last error of the consumer's unresolved
@@ -248,6 +269,15 @@ func FailureIncrement(ctx context.Context, tx Querier, consumer string, k Messag
 	var n int
 	err := tx.QueryRow(ctx, sqlFailureIncrement, consumer, k.Source, k.EventID, int64(k.StreamSeq), lastError).Scan(&n)
 	return n, err
+}
+
+// FailurePostpone records that the message was postponed and returns when
+// it was first, or pgx.ErrNoRows when the message has an inbox or
+// dead-letter row (it was settled). Run it under [MessageLock].
+func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, reason string) (time.Time, error) {
+	var since time.Time
+	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason).Scan(&since)
+	return since, err
 }
 
 // Resolved selects rows of an operator's list by their resolution:
@@ -327,6 +357,9 @@ type EventFailure struct {
 	Failures  int
 	LastError string
 	UpdatedAt time.Time // of the last failure
+	// PostponedSince is when its handler first postponed it (it waits
+	// for a later event of its key), nil when it was not.
+	PostponedSince *time.Time
 }
 
 // FailureListForEvent returns the failure counters of one event for any of
@@ -339,7 +372,7 @@ func FailureListForEvent(ctx context.Context, q Querier, consumers []string, sou
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (EventFailure, error) {
 		var f EventFailure
 		var seq int64
-		err := row.Scan(&f.Consumer, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
+		err := row.Scan(&f.Consumer, &seq, &f.Failures, &f.LastError, &f.UpdatedAt, &f.PostponedSince)
 		f.StreamSeq = uint64(seq)
 		return f, err
 	})
@@ -356,6 +389,10 @@ type Failure struct {
 	Failures  int       `json:"failures"`
 	LastError string    `json:"last_error"`
 	UpdatedAt time.Time `json:"last_failed_at"`
+	// PostponedSince is when its handler first postponed it (it waits
+	// for a later event of its key; failures do not count those), nil
+	// when it was not.
+	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
 // FailureList returns up to limit messages failing right now, the most
@@ -368,7 +405,7 @@ func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Failure, error) {
 		var f Failure
 		var seq int64
-		err := row.Scan(&f.Consumer, &f.Source, &f.EventID, &seq, &f.Failures, &f.LastError, &f.UpdatedAt)
+		err := row.Scan(&f.Consumer, &f.Source, &f.EventID, &seq, &f.Failures, &f.LastError, &f.UpdatedAt, &f.PostponedSince)
 		f.StreamSeq = uint64(seq)
 		return f, err
 	})

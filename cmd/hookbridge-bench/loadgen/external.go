@@ -40,8 +40,9 @@ type ExternalOptions struct {
 	// connections, Total/2 rows).
 	PGConcurrency int
 	PGTotal       int
-	// PaidEvery is Options.PaidEvery for the all-roles runs.
+	// PaidEvery and PaidFirst are Options' for the all-roles runs.
 	PaidEvery int
+	PaidFirst bool
 	// NoHalf skips the end-to-end latency run at half the maximum.
 	NoHalf bool
 	// Ordering adds, to every round, closed-loop runs of the demo source
@@ -415,7 +416,7 @@ func (x *external) allRolesWith(ctx context.Context, rate float64, demo *demoCon
 	}
 	serve0, nats0 := e.serve.CPU(), e.nats.CPU()
 	r, err := Load(ctx, Options{URL: e.serve.URL, Secret: e.serve.Secret, DatabaseURL: e.db.URL, Check: true,
-		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, PaidEvery: x.o.PaidEvery, Events: NATSEvents(nc)})
+		Concurrency: x.o.Concurrency, Total: x.o.Total, Rate: rate, PaidEvery: x.o.PaidEvery, PaidFirst: x.o.PaidFirst, Events: NATSEvents(nc)})
 	serveCPU, natsCPU := e.serve.CPU()-serve0, e.nats.CPU()-nats0
 	pg1, pgErr := backendCPUs(ctx, pool)
 	run := &ExternalRun{Result: r, ServeRSS: serveRSS.finish(), NATSRSS: natsRSS.finish()}

@@ -57,6 +57,11 @@ type Options struct {
 	// waiting it sends an order.created instead. 0 sends order.created
 	// only.
 	PaidEvery int
+	// PaidFirst sends each of those order.paid events just before its
+	// order's order.created (the next event), as senders that do not keep
+	// order do: a keyed consumer's handler postpones the payment until the
+	// order exists.
+	PaidFirst bool
 
 	// DatabaseURL is the instance's database. With it the run measures
 	// end-to-end latency to the inbox row and, with Check, verifies the
@@ -545,6 +550,10 @@ func PaidBody(orderID string, n int, now time.Time) []byte {
 // body is event n's body: an order.created of its own order, or, every
 // PaidEvery-th event, an order.paid of an order already created.
 func (l *loader) body(id string, n int, now time.Time) (body []byte, paidOrder string) {
+	if l.o.PaidFirst && l.o.PaidEvery > 1 && n%l.o.PaidEvery == l.o.PaidEvery-1 && n+1 < l.o.Total {
+		order := EventID(l.o.RunID, n+1) // created by the next event
+		return PaidBody(order, n, now), order
+	}
 	if l.o.PaidEvery > 1 && n%l.o.PaidEvery == l.o.PaidEvery-1 {
 		select {
 		case order := <-l.created:
@@ -618,7 +627,7 @@ func (l *loader) noteAnswered(id, paidOrder string) {
 		l.paid.Add(1)
 		return
 	}
-	if l.o.PaidEvery > 1 {
+	if l.o.PaidEvery > 1 && !l.o.PaidFirst {
 		select {
 		case l.created <- id:
 		default:

@@ -439,7 +439,7 @@
       { label: "Consumer", cell: (f) => f.consumer },
       { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
       { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
-      { label: "Failures", num: true, cell: (f) => num(f.failures) },
+      { label: "Failures", num: true, cell: (f) => f.postponed_since ? badge("postponed", "warn") : num(f.failures) },
       { label: "Last failed", cell: (f) => time(f.last_failed_at) },
       { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
     ], st.retrying, "No event is failing right now.", (f) => ({ "data-event": f.event_id })));
@@ -1201,7 +1201,7 @@
     return "#/events/" + encodeURIComponent(source || "") + "/" + encodeURIComponent(id || "");
   }
 
-  const stateKinds = { processed: "ok", duplicate: "ok", conflict: "bad", pending: "warn", redelivered: "warn", dead_lettered: "bad", sent: "ok", dead: "bad" };
+  const stateKinds = { processed: "ok", duplicate: "ok", conflict: "bad", pending: "warn", redelivered: "warn", postponed: "warn", dead_lettered: "bad", sent: "ok", dead: "bad" };
 
   async function renderEvents(args, params, gen) {
     const out = $("ev-result");
@@ -1239,6 +1239,7 @@
         { label: "Processed", cell: (c) => time(c.processed_at) },
         { label: "Dead letter", cell: (c) => c.dead_letter_id ? link("#/dead-letters/" + encodeURIComponent(c.dead_letter_id), "Dead letter " + c.dead_letter_id) : null },
         { label: "Failures", num: true, cell: (c) => c.failures ? num(c.failures) : null },
+        { label: "Postponed since", cell: (c) => time(c.postponed_since) },
         { label: "Last failed", cell: (c) => time(c.last_failed_at) },
         { label: "Last error", cell: (c) => c.last_error ? el("code", { text: c.last_error }) : null },
       ], e.consumers, "No consumer takes this event.", (c) => ({ "data-consumer": c.name, "data-state": c.state })),
