@@ -64,11 +64,11 @@ type storeGuard struct {
 	// then goes (selftest.RemoveDurable).
 	removeSelftest bool
 
-	floors     floorCache
-	hooksFull  atomic.Pointer[error]
+	floors    floorCache
+	hooksFull atomic.Pointer[error]
 	// stranded are the warnings about durables that hold accepted
 	// messages no configured consumer applies (orphans.go), for /readyz.
-	stranded atomic.Pointer[[]string]
+	stranded   atomic.Pointer[[]string]
 	eventsFull atomic.Pointer[error]
 	limiter    logLimiter
 	// slow limits the lines that repeat while a consumer is behind.
