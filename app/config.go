@@ -238,7 +238,7 @@ type RelayConfig struct {
 	PollInterval time.Duration `yaml:"poll_interval"`
 	MaxAttempts  int           `yaml:"max_attempts"`
 	// Retention is how long published messages are kept: unset, a day
-	// (publisher.DefaultRetention); 0, not at all (deleted as they are
+	// ([relay.DefaultRetention]); 0, not at all (deleted as they are
 	// published, the EVENTS stream being the record); negative, forever.
 	Retention *time.Duration `yaml:"retention"`
 }

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // Masked is what [EffectiveYAML] prints in place of a secret.
@@ -75,7 +76,10 @@ func explainZeros(doc *yaml.Node, cfg Config) {
 	}
 	if streams := mapValue(doc, "streams"); streams != nil && cfg.Streams.MaxBytes == 0 {
 		if n := mapValue(streams, "max_bytes"); n != nil {
-			n.LineComment = "no limit"
+			// 0 is not "no limit" for HOOKS: serve bounds it by a share
+			// of the JetStream store, known only once it is connected
+			// (and logged then as hooks_max_bytes).
+			n.LineComment = fmt.Sprintf("HOOKS: %.0f%% of the JetStream store (serve logs hooks_max_bytes at start); EVENTS: no limit", 100*stream.HooksStoreShare)
 		}
 	}
 	if sources := mapValue(doc, "sources"); sources != nil {

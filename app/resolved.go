@@ -14,7 +14,7 @@ import (
 // Resolved is cfg with every setting it leaves to a default given the
 // value serve runs with, for `hookbridge config check`. The values come
 // from where serve's parts take them: the consumers' options through
-// [consumer.Options.WithDefaults], the streams' from the stream
+// [engine.Options.WithDefaults], the streams' from the stream
 // configurations serve creates, the inbox retention from
 // [Config.InboxRetentionOrDefault], the others from the defaults the
 // ingress, the verifiers and the relay document. A key added to Config
@@ -57,7 +57,7 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 	return s
 }
 
-// resolvedRelay fills the relay's settings with [publisher.RelayOptions]'
+// resolvedRelay fills the relay's settings with [relay.RelayOptions]'
 // defaults. A retention of 0 (delete messages as they are published) or
 // below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {

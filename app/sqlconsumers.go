@@ -162,7 +162,7 @@ func (c *Config) validateSQL(key string, cc *ConsumerConfig, handlers Handlers, 
 
 // Concurrency is how many batches of consumer cc apply at once: the
 // configured number; else, for an SQL consumer, 1 unless every source it
-// reads has an ordering key; else consumer.DefaultConcurrency. An SQL
+// reads has an ordering key; else [engine.DefaultConcurrency]. An SQL
 // statement cannot ask for an event that came too early to be retried
 // (an UPDATE that finds no row just finds none): without keys, one
 // batch at a time on one instance is the closest to stream order; with

@@ -167,6 +167,10 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 			t.Errorf("%s: %v, want %v\n", f.key, f.got, f.want)
 		}
 	}
+	// max_bytes 0 is half the store for HOOKS, not "no limit".
+	if m := regexp.MustCompile(`(?m)^\s+max_bytes: 0 # (.*)$`).FindStringSubmatch(out); m == nil || !strings.Contains(m[1], "of the JetStream store") {
+		t.Errorf("streams.max_bytes is not explained as the share of the store serve uses:\n%s", out)
+	}
 	// No other zero slips through: the zeros left are values in use.
 	for _, line := range strings.Split(out, "\n") {
 		if regexp.MustCompile(`:\s+(0|0s)$`).MatchString(line) && !strings.Contains(line, "batch_wait:") {

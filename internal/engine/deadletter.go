@@ -17,7 +17,7 @@ import (
 const (
 	// ReasonMaxDeliver: the last delivery allowed by max_deliver failed.
 	ReasonMaxDeliver = "max_deliver"
-	// ReasonPermanent: the handler returned an error marked [Permanent].
+	// ReasonPermanent: the handler returned an error marked [consumer.Permanent].
 	ReasonPermanent = "permanent"
 	// ReasonUnusable: the message lacks a source, event id or type.
 	ReasonUnusable = "unusable"

@@ -27,7 +27,7 @@ const DefaultMaxDeliver = 10
 // deadlocks (40P01), shutdowns (57P01–57P03), connection exceptions (08*),
 // too many connections (53300), a transaction that could not even begin,
 // and a database that did not answer a ping after a failure. Failures like
-// these never count toward dead-lettering. An error marked [Permanent] is
+// these never count toward dead-lettering. An error marked [consumer.Permanent] is
 // never transient.
 func IsTransient(err error) bool {
 	if err == nil || IsPermanent(err) {

@@ -54,7 +54,7 @@ type Registry struct {
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
 // batchSizeBuckets are powers of two from 1 to 1024, the largest batch a
-// consumer takes (consumer.MaxBatch; the default is 256): with the old
+// consumer takes ([engine.MaxBatch]; the default is [engine.DefaultBatchSize], 256): with the old
 // top bucket of 64, every batch at the defaults fell into +Inf.
 var batchSizeBuckets = prometheus.ExponentialBuckets(1, 2, 11)
 
@@ -139,8 +139,8 @@ func New() *Registry {
 // another way.
 func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 
-// Register adds a collector (see [NewJetStreamCollector] and
-// [NewOutboxCollector]).
+// Register adds a collector (see [NewConsumerCollector] and
+// [NewDatabaseCollector]).
 func (r *Registry) Register(c prometheus.Collector) error { return r.reg.Register(c) }
 
 // Handler serves the registry in the Prometheus exposition formats. A

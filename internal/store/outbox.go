@@ -195,7 +195,7 @@ func collectKeyHeads(rows pgx.Rows) ([]OutboxKeyHead, error) {
 	})
 }
 
-// OutboxKeyHeadsAndPacksAhead is [OutboxKeyHeads] and [OutboxPacksAhead]
+// OutboxKeyHeadsAndPacksAhead is [OutboxKeyHeads] and the packs ahead of them
 // in one round trip, both with a fresh snapshot: the pending rows that
 // want asks for, and the pending packs not in mine that come before
 // key_seq before and carry one of want's keys.
