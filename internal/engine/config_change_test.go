@@ -76,6 +76,24 @@ func TestKeyTurnedOffDrainsThePartitions(t *testing.T) {
 	})
 }
 
+// The key is turned off before the consumer ever ran keyed: an ingress
+// alone accepted the keyed events, so no partition durable exists. The
+// consumer, started with ordering_key: none, still applies every one.
+func TestKeyTurnedOffBeforeTheConsumerEverRanKeyed(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, sourceKeySchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	const n = 50
+	for i := range n {
+		publishTyped(t, ns, true, "demo", fmt.Sprintf("e%d", i), "version.set", fmt.Sprintf("k%d", i%7))
+	}
+	runFor(t, db, ns, func(o *engine.Options) {}) // ordering_key: none
+	hookbridgetest.Eventually(t, time.Minute, "every keyed event applied, though no partition durable existed", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == n
+	})
+}
+
 // A consumer's event types narrow, or a source is taken off it, while
 // events of the dropped subjects wait: they are applied, the ones stored
 // after the change are not, and the durables end on the new filter.

@@ -300,8 +300,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 // durables when none of its sources has an ordering key any more (it was
 // turned off): what they hold was answered 2xx and must still apply, in
 // order. They are read for as long as they exist (empty, they cost a pull
-// now and then and hold nothing back). Nil when there are none, or HOOKS cannot be read (the
-// runner's own errors will say why).
+// now and then and hold nothing back). They are created when HOOKS holds
+// keyed messages of its sources and none exists yet (keyedStored). Nil
+// when there are none, or HOOKS cannot be read (the runner's own errors
+// will say why).
 func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 	s, err := c.r.js.Stream(ctx, stream.Hooks)
 	if err != nil {
@@ -314,7 +316,7 @@ func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 			found = true
 		}
 	}
-	if !found || names.Err() != nil {
+	if names.Err() != nil || (!found && !c.keyedStored(ctx, s)) {
 		return nil
 	}
 	n, err := stream.StreamPartitions(ctx, c.r.js)
@@ -325,6 +327,26 @@ func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 	c.opts.Logger.Info("no source of the consumer has an ordering key, but its partition durables exist: they are drained in order",
 		"consumer", c.opts.Name, "partitions", n)
 	return newGroup(c, c.r.js)
+}
+
+// keyedStored reports whether HOOKS holds a keyed message of one of the
+// consumer's sources: when a source's key was turned off before the
+// consumer ever ran keyed (an ingress-only process accepted them), no
+// partition durable exists, yet what they hold was answered 2xx. One
+// last-message lookup per source; a type the consumer does not take
+// only costs partition durables that find nothing.
+func (c *Consumer) keyedStored(ctx context.Context, s jetstream.Stream) bool {
+	sources := c.opts.Sources
+	if len(sources) == 0 {
+		sources = []string{"*"}
+	}
+	for _, src := range sources {
+		_, err := s.GetLastMsgForSubject(ctx, stream.HooksKeyedRoot+".*."+src+".>")
+		if err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
