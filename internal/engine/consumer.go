@@ -324,7 +324,7 @@ func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 		return nil
 	}
 	c.opts.Partitions, c.opts.KeyedSources = n, []string{}
-	c.opts.Logger.Info("no source of the consumer has an ordering key, but its partition durables exist: they are drained in order",
+	c.opts.Logger.Info("no source of the consumer has an ordering key, but keyed messages of its sources are stored: its partition durables drain them in order",
 		"consumer", c.opts.Name, "partitions", n)
 	return newGroup(c, c.r.js)
 }
