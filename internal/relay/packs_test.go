@@ -180,7 +180,10 @@ func TestPackFailureBeforePublishLeavesItPending(t *testing.T) {
 	a, b, c := applied("e1", "K"), applied("e2", ""), applied("e3", "K")
 	enqueueApplied(t, db.Pool, a, b, c)
 	opts := fastOpts()
-	opts.BackoffBase, opts.BackoffMax = 300*time.Millisecond, 300*time.Millisecond
+	// A backoff far longer than any pause of a loaded machine, so that
+	// "backing off" is still true when it is read; the wait is then cut
+	// short below, as its end would.
+	opts.BackoffBase, opts.BackoffMax = time.Hour, time.Hour
 	r := relay.NewRelay(db.Pool, ns.JS, opts)
 	relay.SetBeforePublish(r, func(id string) error {
 		if id == a.ID {
@@ -209,6 +212,9 @@ func TestPackFailureBeforePublishLeavesItPending(t *testing.T) {
 	}
 
 	relay.SetBeforePublish(r, nil)
+	if _, err := db.Pool.Exec(ctx, `UPDATE hookbridge.outbox_rows SET next_attempt_at = clock_timestamp() WHERE status = 'pending'`); err != nil {
+		t.Fatal(err)
+	}
 	runRelay(t, r)
 	hookbridgetest.Eventually(t, time.Minute, "all sent", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`) == 3
