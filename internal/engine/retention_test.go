@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,27 @@ func TestPruneInboxDeletesOnlyOldRows(t *testing.T) {
 	}
 	if got := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); got != 10 {
 		t.Fatalf("inbox rows left = %d, want the 10 recent ones", got)
+	}
+}
+
+// Without HOOKS' state nothing tells which rows a message still needs:
+// retention deletes nothing and says why, rather than prune by age alone.
+func TestPruneInboxWithoutHooksDeletesNothing(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t) // no streams
+	ctx := context.Background()
+	if _, err := db.Pool.Exec(ctx, `
+		INSERT INTO hookbridge.inbox (consumer, source, event_id, event_type, body_sha256, stream_seq, applied_at)
+		VALUES ('c', 'demo', 'old', 't', '\x00'::bytea, 1, now() - interval '30 days')`); err != nil {
+		t.Fatal(err)
+	}
+	n, _, err := engine.PruneInbox(ctx, db.Pool, ns.JS, time.Now(), time.Hour)
+	if err == nil || !strings.Contains(err.Error(), stream.Hooks) || n != 0 {
+		t.Fatalf("PruneInbox = %d, %v; want 0 and an error naming the stream", n, err)
+	}
+	if got := db.Count(t, "SELECT count(*) FROM hookbridge.inbox"); got != 1 {
+		t.Fatalf("inbox rows left = %d, want 1", got)
 	}
 }
 
