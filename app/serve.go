@@ -510,7 +510,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		s.goRole(group, "conflict recorder", rec.Run)
 		if retention := s.cfg.InboxRetentionOrDefault(); retention > 0 {
 			s.goRole(group, "inbox retention", func(ctx context.Context) error {
-				return engine.RunInboxRetention(ctx, s.pool, retention, time.Hour, s.log)
+				return engine.RunInboxRetention(ctx, s.pool, s.js, retention, time.Hour, s.log)
 			})
 		}
 	}
