@@ -89,10 +89,11 @@ func ReadAdminStatus(ctx context.Context, cfg Config, pool *pgxpool.Pool, js jet
 func adminConsumer(c ConsumerStatus, retrying int64) admin.ConsumerStatus {
 	out := admin.ConsumerStatus{Name: c.Name, Stream: c.Stream, Pending: c.NumPending,
 		AckPending: c.NumAckPending, Redelivered: c.NumRedelivered, Retrying: retrying,
-		DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, Paused: c.Paused, Orphaned: c.Orphaned}
+		DeliveredSeq: c.DeliveredSeq, AckFloorSeq: c.AckFloor, OldestUnackedAgeSeconds: c.OldestUnackedSeconds,
+		Paused: c.Paused, Orphaned: c.Orphaned}
 	for _, p := range c.Partitions {
 		out.Partitions = append(out.Partitions, admin.PartitionStatus{Partition: p.Partition, Pending: p.NumPending,
-			AckPending: p.NumAckPending, Pinned: p.Pinned})
+			AckPending: p.NumAckPending, AckFloorSeq: p.AckFloor, Pinned: p.Pinned})
 	}
 	for _, m := range c.Members {
 		partitions := m.Partitions

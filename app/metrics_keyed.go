@@ -26,7 +26,7 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 	}
 	st := metrics.ConsumerState{Keyed: true}
 	own := false
-	var floor *uint64 // the lowest ack floor of a durable with a backlog
+	var durables []*jetstream.ConsumerInfo
 	backlog := map[int]uint64{}
 	for _, ci := range infos {
 		owner, p := stream.ConsumerOfDurable(ci.Name)
@@ -34,14 +34,7 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 			continue
 		}
 		own = own || p < 0
-		st.Pending += ci.NumPending
-		st.AckPending += ci.NumAckPending
-		st.Redelivered += ci.NumRedelivered
-		st.Paused = st.Paused || ci.Paused
-		if (ci.NumPending > 0 || ci.NumAckPending > 0) && (floor == nil || ci.AckFloor.Stream < *floor) {
-			f := ci.AckFloor.Stream
-			floor = &f
-		}
+		durables = append(durables, ci)
 		if p >= 0 {
 			st.Partitions = append(st.Partitions, partitionState(ci, p))
 			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
@@ -50,8 +43,10 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 	if !own {
 		return metrics.ConsumerState{}, fmt.Errorf("durable consumer %s: %w", name, jetstream.ErrConsumerNotFound)
 	}
-	if floor != nil {
-		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, *floor); err != nil {
+	sums := sumDurables(durables)
+	st.Pending, st.AckPending, st.Redelivered, st.Paused = sums.pending, sums.ackPending, sums.redelivered, sums.paused
+	if sums.pending > 0 || sums.ackPending > 0 {
+		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, durables); err != nil {
 			return metrics.ConsumerState{}, err
 		}
 	}

@@ -243,28 +243,26 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err != nil {
 		return fmt.Errorf("list consumers of %s: %w", streamName, err)
 	}
-	partitions := map[string][]*jetstream.ConsumerInfo{}
+	// A consumer on HOOKS is its own durable and its partition durables:
+	// one row, whose figures are theirs together.
+	var order []string
+	durables := map[string][]*jetstream.ConsumerInfo{}
 	for _, ci := range consumers {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
 			continue
 		}
+		name := ci.Name
 		if owner, p := stream.ConsumerOfDurable(ci.Name); streamName == stream.Hooks && p >= 0 {
-			partitions[owner] = append(partitions[owner], ci)
-			continue
+			name = owner
 		}
-		cs := ConsumerStatus{
-			Stream: streamName, Name: ci.Name, NumPending: ci.NumPending,
-			NumAckPending: ci.NumAckPending, NumRedelivered: ci.NumRedelivered, AckFloor: ci.AckFloor.Stream,
-			DeliveredSeq: ci.Delivered.Stream, Paused: ci.Paused, own: ci.Config.Durable != "",
+		if _, ok := durables[name]; !ok {
+			order = append(order, name)
 		}
-		if streamName == stream.Hooks && (ci.NumPending > 0 || ci.NumAckPending > 0) {
-			if age, err := oldestUnacked(ctx, js, ci.AckFloor.Stream); err == nil {
-				cs.OldestUnackedSeconds = age.Seconds()
-			}
-		}
-		st.Consumers = append(st.Consumers, cs)
+		durables[name] = append(durables[name], ci)
 	}
-	st.foldPartitions(ctx, js, streamName, partitions)
+	for _, name := range order {
+		st.Consumers = append(st.Consumers, consumerStatus(ctx, js, streamName, name, durables[name]))
+	}
 	if streamName == stream.Hooks {
 		if floor, _, err := retentionFloor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
 			for i := range st.Streams {
@@ -277,53 +275,93 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	return nil
 }
 
-// foldPartitions adds the partition durables of each keyed consumer to
-// the consumer's own status, with the members serving them.
-func (st *Status) foldPartitions(ctx context.Context, js jetstream.JetStream, streamName string, partitions map[string][]*jetstream.ConsumerInfo) {
-	for owner, infos := range partitions {
-		i := slices.IndexFunc(st.Consumers, func(c ConsumerStatus) bool { return c.Stream == streamName && c.Name == owner })
-		if i < 0 {
-			st.Consumers = append(st.Consumers, ConsumerStatus{Stream: streamName, Name: owner})
-			i = len(st.Consumers) - 1
+// consumerStatus is the row of consumer name, read from its durables (on
+// HOOKS: its own and, for a keyed consumer, its partitions'), with the
+// members serving a keyed consumer's partitions.
+func consumerStatus(ctx context.Context, js jetstream.JetStream, streamName, name string, infos []*jetstream.ConsumerInfo) ConsumerStatus {
+	cs := ConsumerStatus{Stream: streamName, Name: name}
+	backlog := map[int]uint64{}
+	for _, ci := range infos {
+		_, p := stream.ConsumerOfDurable(ci.Name)
+		if streamName != stream.Hooks || p < 0 {
+			cs.own = cs.own || ci.Config.Durable != ""
+			continue
 		}
-		cs := &st.Consumers[i]
-		backlog := map[int]uint64{}
-		var floor *uint64 // the lowest ack floor of a partition with a backlog
-		for _, ci := range infos {
-			_, p := stream.ConsumerOfDurable(ci.Name)
-			ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
-			for _, g := range ci.PriorityGroups {
-				ps.Pinned = ps.Pinned || g.PinnedClientID != ""
-			}
-			cs.Partitions = append(cs.Partitions, ps)
-			cs.NumPending += ci.NumPending
-			cs.NumAckPending += ci.NumAckPending
-			cs.NumRedelivered += ci.NumRedelivered
-			cs.Paused = cs.Paused || ci.Paused
-			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
-			if backlog[p] > 0 && (floor == nil || ci.AckFloor.Stream < *floor) {
-				f := ci.AckFloor.Stream
-				floor = &f
-			}
+		ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
+		for _, g := range ci.PriorityGroups {
+			ps.Pinned = ps.Pinned || g.PinnedClientID != ""
 		}
-		if floor != nil {
-			if age, err := oldestUnacked(ctx, js, *floor); err == nil {
-				cs.OldestUnackedSeconds = max(cs.OldestUnackedSeconds, age.Seconds())
-			}
-		}
-		slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
-		members, err := engine.Members(ctx, js, owner)
-		if err != nil {
-			continue // the partitions are shown; who serves them is not known now
-		}
-		for _, m := range members {
-			ms := MemberStatus{Member: m}
-			for _, p := range m.Partitions {
-				ms.Backlog += backlog[p]
-			}
-			cs.Members = append(cs.Members, ms)
+		cs.Partitions = append(cs.Partitions, ps)
+		backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
+	}
+	f := sumDurables(infos)
+	cs.NumPending, cs.NumAckPending, cs.NumRedelivered = f.pending, f.ackPending, f.redelivered
+	cs.AckFloor, cs.DeliveredSeq, cs.Paused = f.ackFloor, f.delivered, f.paused
+	if streamName == stream.Hooks && (f.pending > 0 || f.ackPending > 0) {
+		if age, err := oldestUnacked(ctx, js, infos); err == nil {
+			cs.OldestUnackedSeconds = age.Seconds()
 		}
 	}
+	if len(cs.Partitions) == 0 {
+		return cs
+	}
+	slices.SortFunc(cs.Partitions, func(a, b PartitionStatus) int { return cmp.Compare(a.Partition, b.Partition) })
+	members, err := engine.Members(ctx, js, name)
+	if err != nil {
+		return cs // the partitions are shown; who serves them is not known now
+	}
+	for _, m := range members {
+		ms := MemberStatus{Member: m}
+		for _, p := range m.Partitions {
+			ms.Backlog += backlog[p]
+		}
+		cs.Members = append(cs.Members, ms)
+	}
+	return cs
+}
+
+// durableSums are the figures of one consumer made of several durables
+// (a keyed consumer's own and its partitions'), as status, the console
+// and the metrics all show them.
+type durableSums struct {
+	pending                 uint64
+	ackPending, redelivered int
+	// ackFloor is the lowest ack floor among the durables that still
+	// hold work (pending or unacked messages): every message up to it is
+	// acked by every durable. With no work anywhere it is the highest
+	// floor, the last message the consumer acked. A durable without work
+	// can keep a floor far behind (a partition no key went to since the
+	// start keeps 0), which says nothing about what is left to apply.
+	ackFloor  uint64
+	delivered uint64 // the last stream sequence delivered by any of them
+	paused    bool
+}
+
+func sumDurables(infos []*jetstream.ConsumerInfo) durableSums {
+	var s durableSums
+	var busyFloor, idleFloor *uint64
+	for _, ci := range infos {
+		s.pending += ci.NumPending
+		s.ackPending += ci.NumAckPending
+		s.redelivered += ci.NumRedelivered
+		s.delivered = max(s.delivered, ci.Delivered.Stream)
+		s.paused = s.paused || ci.Paused
+		f := ci.AckFloor.Stream
+		if ci.NumPending > 0 || ci.NumAckPending > 0 {
+			if busyFloor == nil || f < *busyFloor {
+				busyFloor = &f
+			}
+		} else if idleFloor == nil || f > *idleFloor {
+			idleFloor = &f
+		}
+	}
+	switch {
+	case busyFloor != nil:
+		s.ackFloor = *busyFloor
+	case idleFloor != nil:
+		s.ackFloor = *idleFloor
+	}
+	return s
 }
 
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,

@@ -95,6 +95,11 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	lagPart := stream.Partition(stream.OrderingKeyHeader("o-lag"), parts)
 	b.until("the member's backlog", fmt.Sprintf(`document.querySelector(%q).textContent === "1" && document.querySelector(%q).textContent === "1"`,
 		member+` td[data-label="Backlog"]`, detail+fmt.Sprintf(` tr[data-partition="%d"] td[data-label="Pending"]`, lagPart)))
+	// The consumer's oldest unacked message is the waiting event, seconds
+	// old: shown in seconds, not "—".
+	if got := b.textWhen(crow+` td[data-label="Oldest unacked"]`, func(s string) bool { return strings.HasSuffix(s, " s") }); !strings.HasSuffix(got, " s") {
+		t.Errorf("the paused consumer's oldest unacked message shown as %q, want its waiting event's age in seconds", got)
+	}
 	b.do("open the partitions", chromedp.Click(css(detail+" details.partitions summary")))
 	b.shot("keyed-backlog")
 	b.until("a refresh of the overview", fmt.Sprintf(`document.getElementById("ov-updated").textContent !== %q`, b.text("#ov-updated")))

@@ -69,8 +69,13 @@ type ConsumerStatus struct {
 	Redelivered  int    `json:"redelivered"`
 	Retrying     int64  `json:"retrying"`
 	DeliveredSeq uint64 `json:"delivered_seq"`
-	AckFloorSeq  uint64 `json:"ack_floor_seq"`
-	Paused       bool   `json:"paused"`
+	// AckFloorSeq is the sequence up to which every message is acked;
+	// OldestUnackedAgeSeconds the age of the oldest message not acked
+	// yet (0: none). A keyed consumer's are those of its durables
+	// together (docs/OPERATIONS.md, "Status").
+	AckFloorSeq             uint64  `json:"ack_floor_seq"`
+	OldestUnackedAgeSeconds float64 `json:"oldest_unacked_age_seconds"`
+	Paused                  bool    `json:"paused"`
 	// Orphaned marks a durable on HOOKS no configured consumer owns.
 	Orphaned bool `json:"orphaned"`
 	// Partitions are a keyed consumer's partition durables (the counts
@@ -85,6 +90,8 @@ type PartitionStatus struct {
 	Partition  int    `json:"partition"`
 	Pending    uint64 `json:"pending"`
 	AckPending int    `json:"ack_pending"`
+	// AckFloorSeq is the partition durable's own ack floor.
+	AckFloorSeq uint64 `json:"ack_floor_seq"`
 	// Pinned says whether an instance holds the partition now; a
 	// partition with a backlog and no pin is applied by nobody.
 	Pinned bool `json:"pinned"`

@@ -226,7 +226,15 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 	}
 	at.State, at.StreamSeq = EventPending, stored.Seq
 	if o.JS != nil {
-		if info, err := o.JS.Consumer(ctx, stream.Hooks, c.Name); err == nil && info.CachedInfo().AckFloor.Stream >= stored.Seq {
+		// The durable that receives the message: a keyed message's is its
+		// partition's, whose ack floor is the one that says whether the
+		// consumer has settled it (the consumer's own durable acks only
+		// unkeyed messages).
+		durable := c.Name
+		if _, _, p, ok := stream.SplitHookSubject(stored.Subject); ok && p >= 0 {
+			durable = stream.PartitionDurable(c.Name, p)
+		}
+		if info, err := o.JS.Consumer(ctx, stream.Hooks, durable); err == nil && info.CachedInfo().AckFloor.Stream >= stored.Seq {
 			// Acked without an inbox row: the consumer does not take
 			// this event (its type), or a retention run deleted the row.
 			return at, false
@@ -274,7 +282,11 @@ func (o *Ops) scanRecent(ctx context.Context, s jetstream.Stream, source, eventI
 		start = last - recentScan + 1
 	}
 	cons, err := o.JS.OrderedConsumer(ctx, stream.Hooks, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.HooksRoot + "." + source + ".>"},
+		// A source with an ordering key stores its messages on
+		// "hookp.<partition>.<source>.<type>", the others on
+		// "hooks.<source>.<type>" (and a source that gained or lost its
+		// key has both).
+		FilterSubjects: sourceSubjects(source),
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		HeadersOnly: true, InactiveThreshold: time.Minute, NamePrefix: "hookbridge_replay_lookup",
 	})
@@ -319,6 +331,12 @@ func (o *Ops) scanRecent(ctx context.Context, s jetstream.Stream, source, eventI
 			return nil, "", nil
 		}
 	}
+}
+
+// sourceSubjects are the HOOKS filter subjects of every message of
+// source, keyed or not.
+func sourceSubjects(source string) []string {
+	return []string{stream.HooksRoot + "." + source + ".>", stream.HooksKeyedRoot + ".*." + source + ".>"}
 }
 
 // utcPtr is t in UTC, nil when t is.

@@ -361,7 +361,9 @@
       if (!p) continue;
       rates.consumers[name] = {
         delivered: (c.delivered_seq - p.delivered_seq) / dt,
-        acked: (c.ack_floor_seq - p.ack_floor_seq) / dt,
+        // A keyed consumer's floor is its busiest durable's, which drops
+        // back when an idle partition gets work: no negative rate.
+        acked: Math.max(0, c.ack_floor_seq - p.ack_floor_seq) / dt,
         pending: (c.pending - p.pending) / dt,
       };
     }
@@ -426,6 +428,7 @@
       { label: "Applied", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].acked) },
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
+      { label: "Oldest unacked", num: true, cell: (c) => c.oldest_unacked_age_seconds > 0 ? duration(c.oldest_unacked_age_seconds) : "—" },
       { label: "State", cell: consumerState },
       { label: "Action", cell: consumerAction },
     ], st.consumers, "No consumers are configured.", (c) => ({ "data-consumer": c.name })));
@@ -526,6 +529,7 @@
             { label: "Partition", num: true, cell: (p) => String(p.partition) },
             { label: "Pending", num: true, cell: (p) => num(p.pending) },
             { label: "Ack pending", num: true, cell: (p) => num(p.ack_pending) },
+            { label: "Ack floor", num: true, cell: (p) => num(p.ack_floor_seq) },
             { label: "Pinned", cell: (p) => p.pinned ? badge("pinned", "ok") : badge("not pinned", backlog(p) > 0 && !c.paused ? "bad" : "") },
             { label: "Member", cell: (p) => owner[p.partition] ? owner[p.partition].host + " (pid " + owner[p.partition].pid + ")" : "none" },
           ], c.partitions, null, (p) => ({ "data-partition": p.partition }))));
