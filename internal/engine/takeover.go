@@ -236,12 +236,16 @@ func (pl *puller) look(ctx context.Context, to *takeover) bool {
 	}
 	g.sched.openForeign(p, to.gen, foreign)
 	to.opened, to.waiting = true, foreign
-	if len(foreign) == 0 {
+	// The scan finds every unapplied message of the range, the ones this
+	// member holds itself too; only the others wait (openForeign skips
+	// the held ones and counts the rest, synchronously).
+	waiting := c.foreign.Load()
+	if len(foreign) == 0 || waiting == 0 {
 		return true
 	}
 	to.logged = true
 	g.log.Info("partition taken over; the keys of messages another member held wait for them (they return after ack_wait)",
-		"consumer", g.c.opts.Name, "partition", p, "messages", len(foreign), "keys", countKeys(foreign))
+		"consumer", g.c.opts.Name, "partition", p, "messages", waiting, "unapplied", len(foreign))
 	return false
 }
 
@@ -422,10 +426,3 @@ func seqsOf(fs []foreignMsg) []uint64 {
 	return out
 }
 
-func countKeys(fs []foreignMsg) int {
-	keys := map[string]bool{}
-	for _, f := range fs {
-		keys[f.key] = true
-	}
-	return len(keys)
-}
