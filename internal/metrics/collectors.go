@@ -22,9 +22,9 @@ type ConsumerState struct {
 	Redelivered int
 	// OldestUnacked is the age of the oldest message in HOOKS the
 	// consumer has not acked (applied or dead-lettered) yet, 0 when there
-	// is none. It is read as the stream's next message after the
-	// consumer's ack floor, so for a consumer filtering on some subjects it
-	// is an upper bound. HOOKS keeps every message the consumer has not
+	// is none: the oldest, over the consumer's durables with work, of the
+	// first message on each durable's own subjects past its ack floor.
+	// HOOKS keeps every message the consumer has not
 	// acked, so a consumer far behind fills it: alert well before
 	// streams.max_bytes is reached.
 	OldestUnacked time.Duration
