@@ -36,12 +36,13 @@ func (c *Config) AddSelftest() {
 	}
 }
 
-// SelftestHandler is the self-test's handler spec with o (the real
-// handler for a zero o).
-func SelftestHandler(o selftest.Options) HandlerSpec {
+// SelftestHandler is the self-test's handler spec: the real handler for
+// an empty fault, else one with that fault planted ("skip-inbox",
+// "double-apply"), which only hookbridge's own tests of the self-test use.
+func SelftestHandler(fault string) HandlerSpec {
 	return HandlerSpec{
 		New: func(name string) consumer.Handler {
-			h, err := selftest.NewHandler(name, o)
+			h, err := selftest.NewHandler(name, selftest.Options{Fault: fault})
 			if err != nil {
 				// Only a test plants faults; an unknown one fails every
 				// event loudly instead of running a wrong handler.
@@ -68,7 +69,7 @@ func WithSelftest(cfg Config, handlers Handlers) Handlers {
 	for k, v := range handlers {
 		out[k] = v
 	}
-	out[selftest.HandlerName] = SelftestHandler(selftest.Options{})
+	out[selftest.HandlerName] = SelftestHandler(selftest.FaultNone)
 	return out
 }
 

@@ -253,7 +253,7 @@ func TestSelftestCommandFailsOnPlantedFault(t *testing.T) {
 		t.Run(tc.fault, func(t *testing.T) {
 			t.Parallel()
 			handlers := builtin.Handlers()
-			handlers[selftest.HandlerName] = app.SelftestHandler(selftest.Options{Fault: tc.fault})
+			handlers[selftest.HandlerName] = app.SelftestHandler(tc.fault)
 			d := startSelftestDeployment(t, handlers)
 
 			code, out, errOut := d.selftestCommand(t, "--json", "--timeout", "3s")

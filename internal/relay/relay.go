@@ -50,7 +50,7 @@ const (
 
 // ErrNotConnected is returned by [Relay.RunOnce] when the NATS connection
 // is down. The relay then claims nothing, so an outage costs no attempts.
-var ErrNotConnected = errors.New("publisher: NATS connection is not connected")
+var ErrNotConnected = errors.New("relay: NATS connection is not connected")
 
 // RelayOptions tune a [Relay]. Zero values mean the defaults.
 type RelayOptions struct {
@@ -187,7 +187,7 @@ func (r *Relay) setOutageRepeat(d time.Duration) {
 // (database or NATS unavailable) are logged and retried with backoff.
 func (r *Relay) Run(ctx context.Context) error {
 	if !r.running.CompareAndSwap(false, true) {
-		return errors.New("publisher: relay is already running")
+		return errors.New("relay: relay is already running")
 	}
 	defer r.running.Store(false)
 
