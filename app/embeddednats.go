@@ -33,8 +33,10 @@ const SyncAlways = "always"
 // 2 minutes, loses up to two minutes of deliveries answered 202 when the
 // host goes down (a power loss, a VM reset), where Postgres beside it
 // loses no commit. Measured on the ingress (docs/DEPLOYMENT.md,
-// "Durability"), fsync on every write cost too little at webhook rates to
-// give that up.
+// "Durability"), an fsync per write cost about 0.7 ms per request at
+// 100 requests/s, and a third of the closed-loop maximum (1,036 against
+// 4,847 requests/s on a loaded 2-core VM): little at the rates one
+// embedded server takes, for a 202 that survives a power loss.
 var DefaultEmbeddedSync = SyncInterval{Always: true}
 
 // IsZero reports an unset interval.
