@@ -82,6 +82,10 @@ type Config struct {
 	// Selftest enables the built-in acceptance run (hookbridge selftest).
 	Selftest SelftestConfig `yaml:"selftest"`
 
+	// EmbeddedNATS tunes the JetStream server started when nats_url is
+	// empty.
+	EmbeddedNATS EmbeddedNATSConfig `yaml:"embedded_nats"`
+
 	adminToken string // read by Validate from admin_token or admin_token_file
 	// dir is the configuration file's directory, which relative paths in
 	// it (sql.migrations) start at; empty when not read from a file.

@@ -50,11 +50,14 @@ func EffectiveYAML(cfg Config) ([]byte, error) {
 }
 
 // dropUnused removes the blocks serve does not read in cfg: a source's
-// hmac block unless its scheme is hmac, and tracing while it is off (no
-// endpoint). Their zeros would read as settings in use.
+// hmac block unless its scheme is hmac, tracing while it is off (no
+// endpoint), and embedded_nats with nats_url set. Their zeros would read as settings in use.
 func dropUnused(doc *yaml.Node, cfg Config) {
 	if cfg.Tracing.OTLPEndpoint == "" {
 		removeKey(doc, "tracing")
+	}
+	if cfg.NATSURL != "" {
+		removeKey(doc, "embedded_nats") // an external server has its own
 	}
 	sources := mapValue(doc, "sources")
 	if sources == nil || sources.Kind != yaml.SequenceNode {

@@ -140,7 +140,7 @@ func (t metricsTracer) TraceReceiveEnd(_ context.Context, d bridge.TraceReceiveE
 	}
 	t.m.IngressRequest(source, d.Status, d.VerifyReason())
 	if d.Unkeyed && d.Status < 300 {
-		t.m.IngressUnkeyed(source)
+		t.m.IngressUnkeyed(source, d.UnkeyedReason)
 	}
 }
 

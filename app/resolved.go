@@ -27,6 +27,10 @@ func (c Config) Resolved(handlers Handlers) (Config, error) {
 		r.MaxInFlight = bridge.DefaultMaxInFlight
 	}
 	r.Streams = resolvedStreams(c.Streams)
+	if c.NATSURL == "" {
+		// With nats_url the external server's own setting applies.
+		r.EmbeddedNATS.SyncInterval = c.EmbeddedNATS.SyncInterval.OrDefault()
+	}
 	r.Relay = resolvedRelay(c.Relay)
 	r.Sources = make([]SourceConfig, len(c.Sources))
 	for i, s := range c.Sources {

@@ -146,6 +146,14 @@ func firstMatch(ctx context.Context, hooks jetstream.Stream, seq uint64, filters
 	return first, nil
 }
 
+// streamName is s's name, for errors (HOOKS or HOOKS_CONFLICTS).
+func streamName(s jetstream.Stream) string {
+	if info := s.CachedInfo(); info != nil {
+		return info.Config.Name
+	}
+	return "stream"
+}
+
 // ageCut is the first sequence in [from, limit) of a message stored
 // after cutoff, limit when every message before limit is older. Message
 // times grow with their sequence, so it searches by halves; it looks at
@@ -161,7 +169,7 @@ func ageCut(ctx context.Context, hooks jetstream.Stream, from, limit uint64, cut
 			return true, seq, nil // nothing at or after seq
 		}
 		if err != nil {
-			return false, 0, fmt.Errorf("read %s message at or after seq %d: %w", stream.Hooks, seq, err)
+			return false, 0, fmt.Errorf("read %s message at or after seq %d: %w", streamName(hooks), seq, err)
 		}
 		return m.Sequence >= limit || m.Time.After(cutoff), m.Sequence, nil
 	}

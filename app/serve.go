@@ -105,8 +105,10 @@ func (s *Server) connectNATS() error {
 		}
 		// Loopback only, random port, this run's password: for the
 		// operator commands of this machine's user (see opsendpoint.go).
+		sync := s.cfg.EmbeddedNATS.SyncInterval.OrDefault()
 		s.embedded, err = embedded.Start(embedded.Options{StoreDir: filepath.Join(s.cfg.DataDir, "jetstream"),
-			MaxPayload: s.cfg.NATSMaxPayload(), Listen: true, Host: "127.0.0.1", Port: -1, User: user, Password: password})
+			MaxPayload: s.cfg.NATSMaxPayload(), Listen: true, Host: "127.0.0.1", Port: -1, User: user, Password: password,
+			SyncAlways: sync.Always, SyncInterval: sync.Every})
 		if err != nil {
 			return err
 		}
@@ -122,6 +124,10 @@ func (s *Server) connectNATS() error {
 			return err
 		}
 	} else {
+		if !s.cfg.EmbeddedNATS.SyncInterval.IsZero() {
+			s.log.Warn("embedded_nats.sync_interval applies to the embedded server only; with nats_url, the server's own jetstream sync_interval (and R3 streams) decide what a host crash loses",
+				"sync_interval", s.cfg.EmbeddedNATS.SyncInterval.String())
+		}
 		s.nc, err = nats.Connect(s.cfg.NATSURL,
 			nats.Name("hookbridge"),
 			nats.MaxReconnects(-1),

@@ -128,7 +128,7 @@ func (g *storeGuard) check(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
 	g.record(&g.eventsFull, events.CachedInfo(), atLimit(events.CachedInfo()), false)
-	return nil
+	return g.trimConflicts(ctx)
 }
 
 // record keeps full for readiness and updates the stream's gauges

@@ -273,8 +273,9 @@ type result struct {
 	body   Response
 	reason string // short cause for logs and metrics; never secrets or bodies
 	// unkeyed marks a delivery of a source with an ordering key that
-	// carried none: it was published without order.
-	unkeyed bool
+	// carried none it could read: it was published without order. It
+	// holds the cause, one of the Unkeyed* constants.
+	unkeyed string
 	err     error // the underlying failure of a 5xx, for the log line
 }
 
@@ -345,7 +346,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) result {
 	if err != nil {
 		return fail(http.StatusBadRequest, err.Error())
 	}
-	reply = markUnkeyed(reply, src.OrderingKey != nil && !ident.keyed)
+	reply = markUnkeyed(reply, ident.unkeyed)
 	return h.store(r.Context(), src, ident, media, body, received, reply, fail)
 }
 
@@ -439,17 +440,21 @@ type identity struct {
 	// set when keyed.
 	key   string
 	keyed bool
+	// unkeyed is why a source with an ordering key got none from this
+	// delivery (an Unkeyed* constant), "" otherwise.
+	unkeyed string
 }
 
 // markUnkeyed wraps reply so that its results record a delivery published
-// without its source's ordering key.
-func markUnkeyed(reply replyFunc, unkeyed bool) replyFunc {
-	if !unkeyed {
+// without its source's ordering key, and why ("": it was keyed, or its
+// source has no key).
+func markUnkeyed(reply replyFunc, unkeyed string) replyFunc {
+	if unkeyed == "" {
 		return reply
 	}
 	return func(code int, body Response, reason string) result {
 		res := reply(code, body, reason)
-		res.unkeyed = true
+		res.unkeyed = unkeyed
 		return res
 	}
 }
@@ -458,14 +463,21 @@ func markUnkeyed(reply replyFunc, unkeyed bool) replyFunc {
 // media is the body's declared media type: the fields of a form-encoded
 // delivery are read from the JSON in its payload field.
 func identify(src Source, header http.Header, media string, body []byte) (identity, error) {
+	// Only the id and type may refuse a body that is not JSON: without
+	// them there is nothing to store. The ordering key is a refinement;
+	// a delivery whose key cannot be read is published unkeyed, like one
+	// that names none. Refusing it would refuse a correctly signed
+	// delivery for good: Shopify sends XML when a subscription asks for
+	// it, its id and type are headers, and it removes a subscription
+	// after repeated failures.
+	idNeedsBody := src.EventID.needsBody() || src.EventType.needsBody()
+	keyNeedsBody := src.OrderingKey != nil && src.OrderingKey.needsBody()
 	var doc []byte
-	if src.EventID.needsBody() || src.EventType.needsBody() || (src.OrderingKey != nil && src.OrderingKey.needsBody()) {
-		var err error
-		if doc, err = jsonDocument(media, body); err != nil {
-			return identity{}, err
-		}
-		if err = checkJSON(doc); err != nil {
-			return identity{}, err
+	var docErr error
+	if idNeedsBody || keyNeedsBody {
+		doc, docErr = readDocument(media, body)
+		if docErr != nil && idNeedsBody {
+			return identity{}, docErr
 		}
 	}
 	var ident identity
@@ -477,11 +489,17 @@ func identify(src Source, header http.Header, media string, body []byte) (identi
 		}
 	}
 	if src.OrderingKey != nil {
-		// A key that is absent (or empty) leaves the delivery unkeyed: an
-		// event about no entity has nothing to be ordered with, and
-		// refusing it would refuse what providers really send (Stripe's
-		// balance.available names no object id).
-		if k, _ := src.OrderingKey.extract(header, doc); k != "" {
+		// A key that is absent (or empty, or not a string or number)
+		// leaves the delivery unkeyed: an event about no entity has
+		// nothing to be ordered with, and refusing it would refuse what
+		// providers really send (Stripe's balance.available names no
+		// object id).
+		switch k, _ := src.OrderingKey.extract(header, doc); {
+		case keyNeedsBody && docErr != nil:
+			ident.unkeyed = UnkeyedUnreadable
+		case k == "":
+			ident.unkeyed = UnkeyedAbsent
+		default:
 			ident.key, ident.keyed = stream.OrderingKeyHeader(k), true
 		}
 	}

@@ -30,6 +30,19 @@ func checkJSON(doc []byte) error {
 	return fmt.Errorf("%w: body has trailing data after JSON", errBadRequest)
 }
 
+// readDocument returns the JSON document of a verified body
+// (jsonDocument), checked by checkJSON.
+func readDocument(media string, body []byte) ([]byte, error) {
+	doc, err := jsonDocument(media, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkJSON(doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
 // jsonLookup resolves an RFC 6901 pointer in doc, which checkJSON
 // accepted, to a string (unescaped, as encoding/json would give it) or a
 // number (its literal text). Any other value, or no value, is not found.

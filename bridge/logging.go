@@ -67,6 +67,11 @@ func (h *Handler) requestAttrs(res result, start time.Time) []any {
 	if res.reason != "" {
 		attrs = append(attrs, "reason", res.reason)
 	}
+	if res.unkeyed != "" {
+		// Why the delivery went without order (absent, unreadable): an
+		// operator looking into hookbridge_ingress_unkeyed_total at debug.
+		attrs = append(attrs, "unkeyed", res.unkeyed)
+	}
 	if res.err != nil {
 		attrs = append(attrs, "err", res.err)
 	}

@@ -53,8 +53,10 @@ type TraceReceiveEndData struct {
 	Reason  string
 	EventID string
 	// Unkeyed is set for a delivery of a source with an ordering key that
-	// named none: it was published without order.
-	Unkeyed bool
+	// carried none it could read: it was published without order.
+	// UnkeyedReason says why: UnkeyedAbsent or UnkeyedUnreadable.
+	Unkeyed       bool
+	UnkeyedReason string
 	// Duration is from the start of the request to the end of the answer.
 	Duration time.Duration
 }
@@ -104,6 +106,17 @@ type TracePublishEndData struct {
 	Duration time.Duration
 }
 
+// Why a delivery of a source with an ordering key was published unkeyed
+// (TraceReceiveEndData.UnkeyedReason).
+const (
+	// UnkeyedAbsent: the key's header or pointer names nothing, or a
+	// value that is neither a string nor a number.
+	UnkeyedAbsent = "absent"
+	// UnkeyedUnreadable: the key is read from the body, and the body is
+	// not JSON (a Shopify subscription in XML, a form without payload).
+	UnkeyedUnreadable = "unreadable"
+)
+
 // The Status of an answer's [Response].
 const (
 	StatusAccepted  = "accepted"
@@ -132,13 +145,14 @@ func (h *Handler) traceReceiveEnd(r *http.Request, res result, start time.Time) 
 	}
 	_, known := h.sources[res.source]
 	h.opts.Tracer.TraceReceiveEnd(r.Context(), TraceReceiveEndData{
-		Source:   res.source,
-		Known:    known,
-		Status:   res.code,
-		Outcome:  res.body.Status,
-		Reason:   res.reason,
-		EventID:  res.body.EventID,
-		Unkeyed:  res.unkeyed,
-		Duration: time.Since(start),
+		Source:        res.source,
+		Known:         known,
+		Status:        res.code,
+		Outcome:       res.body.Status,
+		Reason:        res.reason,
+		EventID:       res.body.EventID,
+		Unkeyed:       res.unkeyed != "",
+		UnkeyedReason: res.unkeyed,
+		Duration:      time.Since(start),
 	})
 }

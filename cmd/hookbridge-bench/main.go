@@ -85,6 +85,7 @@ func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
 		kong.Vars{
 			"default_batch_size":  strconv.Itoa(engine.DefaultBatchSize),
 			"default_concurrency": strconv.Itoa(engine.DefaultConcurrency),
+			"default_sync":        app.DefaultEmbeddedSync.String(),
 		},
 	}, options...)...)
 }
@@ -112,6 +113,7 @@ type BenchCmd struct {
 	BatchWait           time.Duration `name:"batch-wait" help:"In-process consumer batch wait (0: hookbridge's default)."`
 	ConsumerConcurrency int           `name:"consumer-concurrency" help:"In-process consumer concurrency (0: hookbridge's default, ${default_concurrency})."`
 	Roles               []string      `help:"In-process roles for pipeline mode." default:"all" enum:"ingress,consumer,relay,all"`
+	SyncInterval        string        `name:"sync-interval" help:"In-process modes: the embedded JetStream server's fsync setting, always or a duration (2m is nats-server's own default). Empty: the configuration's, else hookbridge's default (${default_sync})."`
 	ServerLogLevel      string        `name:"server-log-level" help:"Log level of the in-process hookbridge (its logs go to stderr)." default:"warn" enum:"debug,info,warn,error"`
 
 	Window        int           `help:"Outstanding messages for publish-async." default:"4096"`
@@ -138,6 +140,13 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 	cfg, err := g.Load(rt.env, rt.handlers)
 	if err != nil {
 		return err
+	}
+	if c.SyncInterval != "" {
+		v, err := app.ParseSyncInterval(c.SyncInterval)
+		if err != nil {
+			return fmt.Errorf("bench: --sync-interval %w", err)
+		}
+		cfg.EmbeddedNATS.SyncInterval = v
 	}
 	if c.Total <= 0 || c.Concurrency <= 0 {
 		return errors.New("bench: --total and --concurrency must be positive")

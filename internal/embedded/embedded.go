@@ -33,6 +33,14 @@ type Options struct {
 	// included (0: NATS's default, 1 MiB). The ingress needs
 	// bridge.RequiredMaxPayload(max_body_bytes).
 	MaxPayload int64
+	// SyncAlways makes the server fsync its store after every write: a
+	// stored message (one the ingress answered 202) then survives a host
+	// crash or power loss, not only a process crash.
+	SyncAlways bool
+	// SyncInterval, without SyncAlways, is how often the server fsyncs
+	// its store in the background (0: nats-server's default, 2 minutes).
+	// What was stored since the last fsync is lost if the host goes down.
+	SyncInterval time.Duration
 }
 
 // Start starts the server and waits until it accepts connections.
@@ -49,6 +57,17 @@ func Start(o Options) (*server.Server, error) {
 		JetStreamMaxMemory: 256 << 20,
 		Username:           o.User,
 		Password:           o.Password,
+	}
+	switch {
+	case o.SyncAlways:
+		// The interval still paces the background flush of the
+		// indexes; nats-server's own "sync_interval: always" keeps its
+		// default too.
+		opts.SyncAlways = true
+	case o.SyncInterval < 0:
+		return nil, fmt.Errorf("embedded nats: sync interval %s is negative", o.SyncInterval)
+	case o.SyncInterval > 0:
+		opts.SyncInterval = o.SyncInterval
 	}
 	if o.Listen && o.Host == "" {
 		opts.Host = "127.0.0.1"

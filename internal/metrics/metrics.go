@@ -77,8 +77,8 @@ func New() *Registry {
 	}, []string{"result"})
 	r.ingressUnkeyed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "ingress", Name: "unkeyed_total",
-		Help: "Accepted deliveries of a source with an ordering key that carried no key, published without order, by source. A steady count usually means a wrong ordering_key pointer or header.",
-	}, []string{"source"})
+		Help: "Accepted deliveries of a source with an ordering key that carried no key it could read, published without order, by source and reason (absent: the header or pointer names nothing; unreadable: the key is read from the body and the body is not JSON). A steady count of absent usually means a wrong ordering_key pointer or header; unreadable, a sender in another format (Shopify XML): set ordering_key to a header or none.",
+	}, []string{"source", "reason"})
 	r.consumerEvents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "consumer", Name: "events_total",
 		Help: "Messages handled by each consumer, by outcome: processed, duplicate, conflict, postponed (the handler waits for a later event of its key), failed (rolled back, will be retried or dead-lettered), dead_lettered.",
@@ -165,9 +165,10 @@ func (r *Registry) IngressRequest(source string, status int, verifyReason string
 }
 
 // IngressUnkeyed counts one accepted delivery that its source's ordering
-// key did not name.
-func (r *Registry) IngressUnkeyed(source string) {
-	r.ingressUnkeyed.WithLabelValues(source).Inc()
+// key did not name, or could not be read from (reason: a
+// bridge.Unkeyed* constant).
+func (r *Registry) IngressUnkeyed(source, reason string) {
+	r.ingressUnkeyed.WithLabelValues(source, reason).Inc()
 }
 
 // IngressPublish records one publish to HOOKS, with all its attempts,

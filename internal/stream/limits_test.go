@@ -322,3 +322,38 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// HOOKS_CONFLICTS has no JetStream max age (a conflict must not age out
+// before the recorder wrote it to Postgres), and a stream created with
+// one, as every deployment before had (streams.max_age, 3 days), loses it
+// on the next start's update, keeping what it holds.
+func TestEnsureRemovesTheConflictsMaxAge(t *testing.T) {
+	t.Parallel()
+	if got := stream.ConflictsConfig(stream.Options{MaxAge: time.Hour}).MaxAge; got != 0 {
+		t.Fatalf("HOOKS_CONFLICTS max age %v, want none", got)
+	}
+	js := hookbridgetest.NATS(t).JS
+	ctx := context.Background()
+	old := stream.ConflictsConfig(stream.Options{})
+	old.MaxAge = stream.DefaultHooksMaxAge
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, stream.ConflictSubject("demo"), []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.EnsureIngress(ctx, js, stream.Options{MaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream.Conflicts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.MaxAge != 0 || info.State.Msgs != 1 {
+		t.Fatalf("HOOKS_CONFLICTS after update: max age %v, %d messages; want none and 1", info.Config.MaxAge, info.State.Msgs)
+	}
+}

@@ -166,8 +166,9 @@ type Options struct {
 	Replicas        int           // 0 = 1
 	DuplicateWindow time.Duration // 0 = DefaultDuplicateWindow
 	// MaxAge (0 = DefaultHooksMaxAge) is HOOKS's horizon for applied
-	// messages, which the storage guard enforces (see [HooksConfig]);
-	// EVENTS and HOOKS_CONFLICTS delete messages older than it.
+	// messages, and HOOKS_CONFLICTS's for recorded conflicts, which the
+	// storage guard enforces (see [HooksConfig], [ConflictsConfig]);
+	// EVENTS deletes messages older than it.
 	MaxAge time.Duration
 	// MaxBytes bounds HOOKS and EVENTS: 0 gives HOOKS [Options.HooksMaxBytes]'s
 	// default and leaves EVENTS unlimited; negative is unlimited.
@@ -268,6 +269,14 @@ func HooksConfig(o Options) jetstream.StreamConfig {
 // [Hooks] it refuses new messages when full rather than dropping
 // conflicts the recorder has not written to Postgres yet; the ingress then
 // answers the conflicting delivery 503 and the sender retries.
+//
+// Like HOOKS it has no JetStream max age: that would delete a conflict
+// the recorder has not written to Postgres yet once Postgres has been
+// unreachable for longer than it (3 days by default), and the ingress
+// answered that delivery 409 on the promise that it is recorded. serve's
+// storage guard deletes the conflicts older than [Options.HooksMaxAge]
+// that the recorder has acked, and only those. MaxAge is set to 0
+// explicitly: an update of a stream created with a max age removes it.
 func ConflictsConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Conflicts,
@@ -277,7 +286,7 @@ func ConflictsConfig(o Options) jetstream.StreamConfig {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
-		MaxAge:      o.maxAge(),
+		MaxAge:      0,
 		Replicas:    o.replicas(),
 	}
 }

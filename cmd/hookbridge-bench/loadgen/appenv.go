@@ -18,8 +18,8 @@ import (
 // AppFactory builds in-process environments on the app library: each has a
 // fresh database created on adminURL's server (dropped by Close) and a
 // JetStream store in a temporary directory, the default demo source with a
-// random secret and the orders consumer with the given settings. Streams
-// and relay settings are taken from base. The servers log at logLevel to
+// random secret and the orders consumer with the given settings. Streams,
+// relay and embedded NATS settings are taken from base. The servers log at logLevel to
 // logOut.
 func AppFactory(adminURL string, base app.Config, handlers app.Handlers, logLevel string, logOut io.Writer) EnvFactory {
 	return func(ctx context.Context, cs ConsumerSettings) (Env, error) {
@@ -44,8 +44,10 @@ func AppFactory(adminURL string, base app.Config, handlers app.Handlers, logLeve
 			LogFormat:   "text",
 			Streams:     base.Streams,
 			Relay:       base.Relay,
-			Sources:     app.DefaultSources(func(k string) (string, bool) { return secret, k == "HOOKBRIDGE_DEMO_SECRET" }),
-			Consumers:   app.DefaultConsumers(),
+			// The embedded server's fsync setting (--sync-interval).
+			EmbeddedNATS: base.EmbeddedNATS,
+			Sources:      app.DefaultSources(func(k string) (string, bool) { return secret, k == "HOOKBRIDGE_DEMO_SECRET" }),
+			Consumers:    app.DefaultConsumers(),
 		}
 		cfg.Consumers[0].BatchSize = cs.BatchSize
 		cfg.Consumers[0].BatchWait = cs.BatchWait
