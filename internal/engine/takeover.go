@@ -425,4 +425,3 @@ func seqsOf(fs []foreignMsg) []uint64 {
 	}
 	return out
 }
-
