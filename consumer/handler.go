@@ -9,7 +9,9 @@
 // A handler does all its writes through the transaction it is given
 // (outgoing events too, with the publisher package's Enqueue) and returns
 // an error to roll them back and have the event retried; [Permanent]
-// marks an error a retry cannot fix. [Mux] routes events to handlers by
+// marks an error a retry cannot fix, and [Postpone] one that a later
+// event of the same ordering key fixes (the engine applies that one
+// first, then this one again). [Mux] routes events to handlers by
 // type, [HandlerFunc] adapts a function, and a [BatchHandler] applies many
 // new events in one call, naming a failing one with [FailedAt]. [Outcome]
 // names what applying an event did, in logs, metrics and the command line.
