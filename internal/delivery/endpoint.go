@@ -54,7 +54,7 @@ type Endpoint struct {
 	Rate float64
 	// Concurrency bounds attempts in flight at once (DefaultConcurrency).
 	Concurrency int
-	// Retry is the delay before each attempt, the first usually 0; its
+	// Retry is the delay before each attempt, the first 0 (at once); its
 	// length is the number of attempts ([DefaultRetry]).
 	Retry []time.Duration
 	// Ordered delivers events of one key in stream order: a failing event
@@ -130,6 +130,10 @@ func (e Endpoint) Validate() error {
 	}
 	if e.Rate < 0 {
 		return fail("rate %v is negative", e.Rate)
+	}
+	if e.Retry[0] != 0 {
+		// The first attempt is made when the event is read.
+		return fail("the first retry step must be 0 (the first attempt is made at once)")
 	}
 	for i, d := range e.Retry {
 		if d < 0 {
