@@ -65,7 +65,9 @@ func (o *origin) enqueue(t *testing.T, evs ...event) []string {
 	for i, ev := range evs {
 		body, _ := json.Marshal(ev)
 		ids[i] = "evt-" + ev.Key + "-" + itoa(ev.N)
-		msgs[i] = publisher.Message{ID: ids[i], Subject: "events.orders." + ev.Key, Payload: body}
+		// Keyed in the outbox too, so the relay publishes each key's
+		// events in commit order.
+		msgs[i] = publisher.Message{ID: ids[i], Subject: "events.orders." + ev.Key, Payload: body, OrderingKey: ev.Key}
 	}
 	err := pgx.BeginFunc(context.Background(), o.db.Pool, func(tx pgx.Tx) error {
 		return publisher.Enqueue(context.Background(), tx, msgs...)
