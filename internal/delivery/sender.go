@@ -181,10 +181,16 @@ func (s *Sender) Endpoint() Endpoint { return s.e }
 func (s *Sender) Run(ctx context.Context) error {
 	var wg conc.WaitGroup
 	defer wg.Wait()
+	ahead := 2 * s.e.Concurrency
+	if s.e.Rate > 0 {
+		// Read no more than the rate sends in half an ack wait, so no
+		// message waits in the client's buffer until it is redelivered.
+		ahead = max(1, min(ahead, int(s.e.Rate*s.ackWait.Seconds()/2)))
+	}
 	opts := []jetstream.PullConsumeOpt{
 		// Few messages ahead: what is fetched but not started still
 		// counts in max ack pending and waits behind this endpoint.
-		jetstream.PullMaxMessages(2 * s.e.Concurrency),
+		jetstream.PullMaxMessages(ahead),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				s.log.Warn("delivery read", "err", err)
@@ -318,6 +324,9 @@ func (s *Sender) attempt(ctx context.Context, m jetstream.Msg, md *jetstream.Msg
 		if err := s.limiter.Wait(ctx); err != nil {
 			return result{}, false
 		}
+		// The wait may have been long: restart the ack wait so the
+		// attempt has its whole timeout before JetStream redelivers.
+		_ = m.InProgress()
 	}
 	id := eventID(m, md)
 	res := s.post(ctx, m, id)
