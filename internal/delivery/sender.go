@@ -93,6 +93,7 @@ type Sender struct {
 	ackWait time.Duration
 	limiter *rate.Limiter // nil: no limit
 	slots   chan struct{} // Concurrency attempts in flight
+	rec     *recorder
 	hooks   testHooks
 
 	// Ordered endpoints only: every event this sender holds (parked or
@@ -143,6 +144,7 @@ func NewSender(ctx context.Context, opts Options) (*Sender, error) {
 		s.log = slog.Default()
 	}
 	s.log = s.log.With("component", "delivery", "endpoint", e.Name)
+	s.rec = newRecorder(s.pool, s.log)
 	if e.Rate > 0 {
 		// A burst of one: the partner's limit is a rate, not a bucket we
 		// may empty at once after a quiet minute.
@@ -179,6 +181,11 @@ func (s *Sender) Endpoint() Endpoint { return s.e }
 // Run delivers until ctx is done, then stops reading, lets the attempts
 // in flight end (each bounded by the endpoint's timeout) and returns nil.
 func (s *Sender) Run(ctx context.Context) error {
+	// The recorder stops after the last attempt (defers run in reverse).
+	recCtx, recStop := context.WithCancel(context.WithoutCancel(ctx))
+	recDone := make(chan struct{})
+	go func() { defer close(recDone); s.rec.run(recCtx) }()
+	defer func() { recStop(); <-recDone }()
 	var wg conc.WaitGroup
 	defer wg.Wait()
 	ahead := 2 * s.e.Concurrency
@@ -339,16 +346,10 @@ func (s *Sender) attempt(ctx context.Context, m jetstream.Msg, md *jetstream.Msg
 	if !res.success() && res.class == "" {
 		res.class = "status"
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	// The history is worth less than the delivery: a database outage is
-	// logged and the delivery goes on.
-	if err := store.DeliveryAttemptInsert(rctx, s.pool, store.DeliveryAttempt{
+	s.rec.add(ctx, store.DeliveryAttempt{
 		Endpoint: s.e.Name, EventID: id, Subject: m.Subject(), StreamSeq: md.Sequence.Stream, Attempt: n,
 		StatusCode: res.status, ErrorClass: res.class, Excerpt: res.excerpt, Duration: res.duration,
-	}); err != nil {
-		s.log.Warn("delivery: record attempt", "event_id", id, "err", err)
-	}
+	})
 	return res, true
 }
 

@@ -97,3 +97,10 @@ func DeliveryDeadLetterList(ctx context.Context, q Querier, endpoint string, lim
 		return d, err
 	})
 }
+
+// QueueDeliveryAttemptInsert adds the insert of a to b, for recording
+// many attempts in one transaction.
+func QueueDeliveryAttemptInsert(b *pgx.Batch, a DeliveryAttempt) {
+	b.Queue(sqlDeliveryAttemptInsert, a.Endpoint, a.EventID, a.Subject, int64(a.StreamSeq),
+		a.Attempt, a.StatusCode, a.ErrorClass, a.Excerpt, a.Duration.Milliseconds())
+}
