@@ -129,13 +129,7 @@ func (s *Sender) deliverOrdered(ctx context.Context, h *heldMsg) bool {
 	// A redelivery (after a crash or a takeover) counts the attempts the
 	// previous reader made.
 	for n := int(md.NumDelivered); ; n++ {
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
 		res, ok := s.attempt(ctx, m, md, n)
-		<-s.slots
 		if !ok {
 			return false
 		}

@@ -93,6 +93,7 @@ type Sender struct {
 	ackWait time.Duration
 	limiter *rate.Limiter // nil: no limit
 	slots   chan struct{} // Concurrency attempts in flight
+	inHand  chan struct{} // unordered: messages being handled
 	rec     *recorder
 	hooks   testHooks
 
@@ -134,8 +135,8 @@ func NewSender(ctx context.Context, opts Options) (*Sender, error) {
 	s := &Sender{
 		e: e, js: opts.JS, pool: opts.Pool, sign: opts.Sign, client: opts.Client, log: opts.Logger,
 		pinned: e.Ordered || e.Rate > 0, ackWait: e.Timeout + ackMargin,
-		slots: make(chan struct{}, e.Concurrency),
-		held:  map[uint64]*heldMsg{}, keys: map[string][]*heldMsg{},
+		slots: make(chan struct{}, e.Concurrency), inHand: make(chan struct{}, 2*e.Concurrency),
+		held: map[uint64]*heldMsg{}, keys: map[string][]*heldMsg{},
 	}
 	if s.client == nil {
 		s.client = NewClient(e)
@@ -229,13 +230,16 @@ func (s *Sender) onMsg(ctx context.Context, wg *conc.WaitGroup, m jetstream.Msg)
 		s.dispatchOrdered(ctx, wg, m)
 		return
 	}
+	// Twice Concurrency messages in hand: while some wait for their
+	// ack to be confirmed or their record to be queued, others use the
+	// HTTP slots.
 	select {
-	case s.slots <- struct{}{}:
+	case s.inHand <- struct{}{}:
 	case <-ctx.Done():
 		return
 	}
 	wg.Go(func() {
-		defer func() { <-s.slots }()
+		defer func() { <-s.inHand }()
 		s.deliverUnordered(ctx, m)
 	})
 }
@@ -336,7 +340,13 @@ func (s *Sender) attempt(ctx context.Context, m jetstream.Msg, md *jetstream.Msg
 		_ = m.InProgress()
 	}
 	id := eventID(m, md)
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return result{}, false
+	}
 	res := s.post(ctx, m, id)
+	<-s.slots
 	if ctx.Err() != nil && res.class == "canceled" {
 		return res, false
 	}
