@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -175,5 +176,31 @@ func TestFailingEndpointDoesNotDelayAnother(t *testing.T) {
 	}
 	if n := o.db.AwaitCount(t, 40, "SELECT count(*) FROM hookbridge.delivery_attempts WHERE endpoint = 'healthy'"); n != 40 {
 		t.Fatalf("healthy attempts = %d, want 40", n)
+	}
+}
+
+// A name that resolves to loopback is refused when the sender connects
+// (the configuration saw only a name): the receiver gets no call, each
+// attempt is recorded as refused_address, and the schedule ends in a
+// dead letter.
+func TestNameResolvingToLoopbackIsRefusedAtConnect(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	e := endpoint("partner", strings.Replace(rc.url, "127.0.0.1", "localhost", 1))
+	e.AllowPrivate = false
+	if err := e.WithDefaults().Validate(); err != nil {
+		t.Fatalf("a URL naming a host must pass the configuration check: %v", err)
+	}
+	o.start(t, e, nil)
+	o.enqueue(t, event{"order.created", "a", 1})
+
+	if n := o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE last_error_class = 'refused_address' AND last_status IS NULL"); n != 1 {
+		t.Fatalf("refused dead letters = %d, want 1", n)
+	}
+	if n := o.db.AwaitCount(t, len(e.Retry), "SELECT count(*) FROM hookbridge.delivery_attempts WHERE error_class = 'refused_address'"); n != len(e.Retry) {
+		t.Fatalf("refused attempts = %d, want %d", n, len(e.Retry))
+	}
+	if n := len(rc.seen()); n != 0 {
+		t.Fatalf("receiver got %d requests through a refused address", n)
 	}
 }
