@@ -3,6 +3,8 @@ package delivery_test
 import (
 	"context"
 	"net/http"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,5 +132,52 @@ func TestCrashAfterSendRetriesWithSameID(t *testing.T) {
 	}
 	if hist[0].Attempt != 2 || hist[0].StatusCode != http.StatusOK {
 		t.Fatalf("attempt %+v, want attempt 2 answered 200", hist[0])
+	}
+}
+
+// A takeover keeps the order: the first reader holds a1 (failing) with
+// a2 and a3 parked behind it and stops without acking them; a4 is
+// published; the next reader gets a4 at once and a1..a3 only when their
+// ack wait has passed, and still delivers a1, a2, a3, a4.
+func TestOrderedTakeoverKeepsKeyOrder(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	rc.setFail(func(_ int, ev event) int {
+		if failing.Load() && ev.Key == "a" {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	e := endpoint("partner", rc.url)
+	e.Ordered = true
+	e.Retry = []time.Duration{0}
+	for range 100 {
+		e.Retry = append(e.Retry, 200*time.Millisecond)
+	}
+	stop := o.start(t, e, nil)
+	o.enqueue(t, event{"order.created", "a", 1}, event{"order.paid", "a", 2}, event{"order.shipped", "a", 3})
+	eventually(t, "a1 tried twice by the first reader", func() bool { return len(rc.seen()) >= 2 })
+	stop()
+	for _, s := range rc.seen() {
+		if s.ev.N != 1 {
+			t.Fatalf("a%d tried while a1 failed", s.ev.N)
+		}
+	}
+	o.enqueue(t, event{"order.delivered", "a", 4})
+	eventually(t, "a4 in EVENTS", func() bool { return o.js.StreamMsgs(t, "EVENTS") == 4 })
+	failing.Store(false)
+	o.start(t, e, nil)
+
+	eventually(t, "4 deliveries stored", func() bool { return rc.stored(t) == 4 })
+	var order []int
+	for _, s := range rc.seen() {
+		if s.status == "accepted" {
+			order = append(order, s.ev.N)
+		}
+	}
+	if !slices.Equal(order, []int{1, 2, 3, 4}) {
+		t.Fatalf("key a accepted in order %v, want [1 2 3 4]", order)
 	}
 }
