@@ -2,7 +2,10 @@ package delivery_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -165,5 +168,22 @@ func TestValidateRefusesPrivateURLs(t *testing.T) {
 		} else if strings.Contains(err.Error(), "MfKQ9r8") {
 			t.Errorf("%s: error echoes the secret: %v", name, err)
 		}
+	}
+}
+
+// TLS is verified: a receiver with a certificate nobody signed is refused.
+func TestClientVerifiesTLS(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake is expected
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, err := get(t, delivery.NewClient(clientEndpoint(true)), srv.URL)
+	if !errors.As(err, new(*tls.CertificateVerificationError)) {
+		t.Fatalf("err = %v, want a certificate verification error", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("receiver saw %d requests", n)
 	}
 }
