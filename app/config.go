@@ -75,6 +75,8 @@ type Config struct {
 	Sources        []SourceConfig
 	Consumers      []ConsumerConfig
 	Relay          RelayConfig `yaml:"relay"`
+	// Delivery posts EVENTS to HTTP endpoints (docs/DELIVERY.md).
+	Delivery DeliveryConfig `yaml:"delivery"`
 
 	// Tracing: OpenTelemetry; metrics_addr above moves /metrics off http_addr.
 	Tracing TracingConfig `yaml:"tracing"`

@@ -82,10 +82,13 @@ func NewServer(cfg Config, handlers Handlers, roles []string, logger *slog.Logge
 		switch r {
 		case RoleAll:
 			s.roles[RoleIngress], s.roles[RoleConsumer], s.roles[RoleRelay] = true, true, true
-		case RoleIngress, RoleConsumer, RoleRelay:
+			if len(cfg.Delivery.Endpoints) > 0 {
+				s.roles[RoleDelivery] = true
+			}
+		case RoleIngress, RoleConsumer, RoleRelay, RoleDelivery:
 			s.roles[r] = true
 		default:
-			return nil, fmt.Errorf("role %q: use ingress, consumer, relay or all", r)
+			return nil, fmt.Errorf("role %q: use ingress, consumer, relay, delivery or all", r)
 		}
 	}
 	if cfg.Relay.Disabled {
@@ -236,7 +239,7 @@ func (s *Server) Run(ctx context.Context, ready func(addr string)) error {
 	if err := s.ensureStreams(ctx); err != nil {
 		return err
 	}
-	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay]
+	needsDB := s.roles[RoleConsumer] || s.roles[RoleRelay] || s.roles[RoleDelivery]
 	// The admin API reads and writes Postgres whatever the roles.
 	if needsDB || s.cfg.AdminTokenValue() != "" {
 		if err := s.openPool(ctx); err != nil {
@@ -536,6 +539,11 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 			Tracer:       s.tracer(),
 		})
 		s.goRole(group, "relay", relay.Run)
+	}
+	if s.roles[RoleDelivery] {
+		if err := s.startDelivery(ctx, group); err != nil {
+			return s.fail("delivery", err)
+		}
 	}
 	return group.Wait()
 }

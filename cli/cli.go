@@ -264,7 +264,7 @@ func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, 
 
 // ServeCmd runs hookbridge.
 type ServeCmd struct {
-	Role []string `help:"Roles to run: ingress, consumer, relay or all (repeatable)." default:"all" enum:"ingress,consumer,relay,all"`
+	Role []string `help:"Roles to run: ingress, consumer, relay, delivery or all (repeatable)." default:"all" enum:"ingress,consumer,relay,delivery,all"`
 	allFlags
 }
 

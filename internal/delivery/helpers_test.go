@@ -1,0 +1,244 @@
+package delivery_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/bridge"
+	"github.com/hookbridge/hookbridge/bridge/verify"
+	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/delivery"
+	"github.com/hookbridge/hookbridge/internal/relay"
+	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/publisher"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Two active secrets, a rotation in progress.
+var (
+	oldSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("old-secret-of-24-bytes-!"))
+	newSecret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("new-secret-of-24-bytes-!"))
+)
+
+// sender side: the outbox database, a relay publishing it to EVENTS.
+type origin struct {
+	js *hookbridgetest.JetStream
+	db *hookbridgetest.Database
+}
+
+func newOrigin(t *testing.T) *origin {
+	t.Helper()
+	o := &origin{js: hookbridgetest.NATS(t), db: hookbridgetest.Postgres(t)}
+	if _, err := stream.Ensure(context.Background(), o.js.JS, stream.EventsConfig(stream.Options{})); err != nil {
+		t.Fatal(err)
+	}
+	r := relay.NewRelay(o.db.Pool, o.js.JS, relay.RelayOptions{PollInterval: 100 * time.Millisecond,
+		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: quiet()})
+	run(t, r.Run)
+	return o
+}
+
+// event is the body the tests send: the receiver reads the key and n.
+type event struct {
+	Type string `json:"type"`
+	Key  string `json:"key"`
+	N    int    `json:"n"`
+}
+
+// enqueue commits one outbox message per event, in order, in one transaction.
+func (o *origin) enqueue(t *testing.T, evs ...event) []string {
+	t.Helper()
+	ids := make([]string, len(evs))
+	msgs := make([]publisher.Message, len(evs))
+	for i, ev := range evs {
+		body, _ := json.Marshal(ev)
+		ids[i] = "evt-" + ev.Key + "-" + itoa(ev.N)
+		// Keyed in the outbox too, so the relay publishes each key's
+		// events in commit order.
+		msgs[i] = publisher.Message{ID: ids[i], Subject: "events.orders." + ev.Key, Payload: body, OrderingKey: ev.Key}
+	}
+	err := pgx.BeginFunc(context.Background(), o.db.Pool, func(tx pgx.Tx) error {
+		return publisher.Enqueue(context.Background(), tx, msgs...)
+	})
+	if err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+	return ids
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func (o *origin) attempts(t *testing.T, endpoint string) int {
+	t.Helper()
+	return o.db.Count(t, "SELECT count(*) FROM hookbridge.delivery_attempts WHERE endpoint = $1", endpoint)
+}
+
+// endpoint is an endpoint of the tests: on loopback, fast schedule.
+func endpoint(name, url string) delivery.Endpoint {
+	return delivery.Endpoint{Name: name, URL: url, Subjects: []string{"events.orders.>"},
+		Secrets: []string{oldSecret, newSecret}, Timeout: 2 * time.Second, AllowPrivate: true,
+		Retry: []time.Duration{0, 100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}}
+}
+
+// start creates the endpoint's sender and runs it until the test ends;
+// stop ends it earlier and waits for Run to return.
+func (o *origin) start(t *testing.T, e delivery.Endpoint, hook func(string, int) bool) (stop func()) {
+	t.Helper()
+	s, err := delivery.NewSender(context.Background(), delivery.Options{Endpoint: e, JS: o.js.JS, Pool: o.db.Pool,
+		Sign: verify.SignStandard, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hook != nil {
+		delivery.SetAfterSend(s, hook)
+	}
+	return run(t, s.Run)
+}
+
+// run runs fn until the test ends or stop is called.
+func run(t *testing.T, fn func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("Run did not return after cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// seen is one request the receiver got and what it answered.
+type seen struct {
+	id     string
+	ev     event
+	code   int
+	status string // the ingress's answer: accepted, duplicate, ...
+	at     time.Time
+}
+
+// receiver is a second hookbridge: an ingress verifying Standard Webhooks
+// with the new secret only, on its own JetStream, whose HOOKS stream
+// holds what it stored. fail, when set, answers a request with a status
+// of its own instead of passing it on (0: pass); a 429 says Retry-After: 1.
+type receiver struct {
+	js  *hookbridgetest.JetStream
+	url string
+
+	mu   sync.Mutex
+	log  []seen
+	fail func(n int, ev event) int // n: requests so far with this id
+}
+
+func newReceiver(t *testing.T) *receiver {
+	t.Helper()
+	rc := &receiver{js: hookbridgetest.NATS(t)}
+	rc.js.EnsureHooks(t)
+	v, err := verify.New(verify.SchemeStandardWebhooks, []string{newSecret}, verify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, typ := bridge.DefaultFields(verify.SchemeStandardWebhooks)
+	h, err := bridge.New(rc.js.JS, bridge.Options{Logger: quiet(),
+		Sources: []bridge.Source{{Name: "partner", Verifier: v, EventID: id, EventType: typ}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(bridge.Pattern, rc.wrap(h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	rc.url = srv.URL + "/webhooks/partner"
+	return rc
+}
+
+func (rc *receiver) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var ev event
+		_ = json.Unmarshal(body, &ev)
+		s := seen{id: r.Header.Get(delivery.HeaderID), ev: ev, at: time.Now()}
+		rc.mu.Lock()
+		n := 0
+		for _, l := range rc.log {
+			if l.id == s.id {
+				n++
+			}
+		}
+		fail := rc.fail
+		rc.mu.Unlock()
+		if code := 0; fail != nil {
+			if code = fail(n, ev); code != 0 {
+				s.code = code
+				if code == http.StatusTooManyRequests {
+					w.Header().Set("Retry-After", "1")
+				}
+				w.WriteHeader(code)
+				_, _ = io.WriteString(w, "receiver says no")
+				rc.record(s)
+				return
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		var resp bridge.Response
+		_ = json.Unmarshal(rec.Body.Bytes(), &resp)
+		s.code, s.status = rec.Code, resp.Status
+		rc.record(s)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+}
+
+func (rc *receiver) record(s seen) {
+	rc.mu.Lock()
+	rc.log = append(rc.log, s)
+	rc.mu.Unlock()
+}
+
+func (rc *receiver) seen() []seen {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]seen(nil), rc.log...)
+}
+
+func (rc *receiver) setFail(f func(n int, ev event) int) {
+	rc.mu.Lock()
+	rc.fail = f
+	rc.mu.Unlock()
+}
+
+// stored is how many deliveries the receiver's ingress stored.
+func (rc *receiver) stored(t *testing.T) uint64 { return rc.js.StreamMsgs(t, stream.Hooks) }
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	hookbridgetest.Eventually(t, time.Minute, what, cond)
+}
