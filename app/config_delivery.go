@@ -36,10 +36,10 @@ type EndpointConfig struct {
 	AllowPrivate bool              `yaml:"allow_private"`
 }
 
-// Resolved returns the configured endpoints with their secrets read and
+// resolved returns the configured endpoints with their secrets read and
 // defaults applied, each validated; the first problems are joined in the
 // error, which names the endpoint and never a secret.
-func (d DeliveryConfig) Resolved(env Env) ([]delivery.Endpoint, error) {
+func (d DeliveryConfig) resolved(env Env) ([]delivery.Endpoint, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}

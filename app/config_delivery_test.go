@@ -42,7 +42,7 @@ delivery:
 		}
 		return "", false
 	}
-	eps, err := cfg.Delivery.Resolved(env)
+	eps, err := cfg.Delivery.resolved(env)
 	if !errors.Is(err, delivery.ErrRefusedAddress) || !strings.Contains(err.Error(), "internal") {
 		t.Fatalf("err = %v, want the private address of endpoint internal refused", err)
 	}

@@ -18,7 +18,7 @@ const RoleDelivery = "delivery"
 // startDelivery starts one sender per configured endpoint in group. It
 // ensures EVENTS itself, since a delivery-only instance runs no relay.
 func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) error {
-	endpoints, err := s.cfg.Delivery.Resolved(nil)
+	endpoints, err := s.cfg.Delivery.resolved(nil)
 	if err != nil {
 		return err
 	}
