@@ -127,6 +127,14 @@ func (s *keyedScheduler) handle(ev schedEvent) {
 	case evGate:
 		s.onGate(ev.partition, ev.gen, ev.repinned)
 	case evOpen:
+		// Opened on counts that agree: nothing of p is held elsewhere,
+		// so no key waits any more for what an earlier gate found held
+		// (a gate replaced before it was done leaves its entries here).
+		if ps := s.parts[ev.partition]; ps != nil && ps.gated && ps.gen == ev.gen {
+			for seq := range ps.foreign {
+				s.resolveForeign(ev.partition, ps, seq)
+			}
+		}
 		s.onOpen(ev.partition, ev.gen)
 		close(ev.done)
 	case evForeign:
@@ -218,6 +226,18 @@ func (s *keyedScheduler) onForeign(p int, gen uint64, foreign []foreignMsg) {
 	}
 	if ps.foreign == nil {
 		ps.foreign = map[uint64]string{}
+	}
+	// The scan read every unapplied message from the ack floor on: an
+	// earlier gate's entry it no longer finds was applied or acked
+	// meanwhile, and would never come back to resolve itself.
+	found := make(map[uint64]bool, len(foreign))
+	for _, f := range foreign {
+		found[f.seq] = true
+	}
+	for seq := range ps.foreign {
+		if !found[seq] {
+			s.resolveForeign(p, ps, seq)
+		}
 	}
 	for _, f := range foreign {
 		if _, held := ps.held[f.seq]; held {
