@@ -94,6 +94,27 @@ func TestKeyTurnedOffBeforeTheConsumerEverRanKeyed(t *testing.T) {
 	})
 }
 
+// During a rolling configuration change an instance that still keys the
+// source stores keyed events after a consumer without the key started:
+// that consumer still applies them, without a restart.
+func TestKeyedEventsStoredAfterAKeylessConsumerStartedAreApplied(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, sourceKeySchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	runFor(t, db, ns, func(o *engine.Options) { engine.SetKeyedRecheck(o, 100*time.Millisecond) }) // ordering_key: none
+	publishTyped(t, ns, false, "demo", "u0", "version.set", "k0")
+	db.AwaitCount(t, 1, `SELECT count(*) FROM hookbridge.inbox`)
+	const n = 10
+	for i := range n {
+		publishTyped(t, ns, true, "demo", fmt.Sprintf("e%d", i), "version.set", fmt.Sprintf("k%d", i%3))
+	}
+	publishTyped(t, ns, false, "demo", "u1", "version.set", "k9")
+	hookbridgetest.Eventually(t, time.Minute, "the keyed events stored after the start applied too", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == n+2
+	})
+}
+
 // A consumer's event types narrow, or a source is taken off it, while
 // events of the dropped subjects wait: they are applied, the ones stored
 // after the change are not, and the durables end on the new filter.

@@ -93,6 +93,9 @@ type Options struct {
 	// maxForeignScan bounds what a takeover reads (0: maxForeignScan);
 	// tests lower it.
 	maxForeignScan int
+	// keyedRecheck is how often a consumer with no keyed source looks for
+	// keyed messages of its sources (0: keyedRecheck); tests lower it.
+	keyedRecheck time.Duration
 }
 
 // DefaultBackoff is the redelivery delay schedule after failures.
@@ -286,7 +289,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.group = c.leftoverGroup(ctx)
 	}
 	if c.group == nil {
-		return c.r.run(ctx)
+		if err := c.runUntilKeyed(ctx); err != nil || ctx.Err() != nil {
+			return err
+		}
+		if c.group = c.leftoverGroup(ctx); c.group == nil {
+			return c.r.run(ctx)
+		}
 	}
 	// The first part to fail for good (a configuration the server
 	// refuses) stops the other.
@@ -327,6 +335,55 @@ func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 	c.opts.Logger.Info("no source of the consumer has an ordering key, but keyed messages of its sources are stored: its partition durables drain them in order",
 		"consumer", c.opts.Name, "partitions", n)
 	return newGroup(c, c.r.js)
+}
+
+// keyedRecheck is how often a consumer with no keyed source looks for
+// keyed messages of its sources: one last-message lookup per source.
+const keyedRecheck = 30 * time.Second
+
+// runUntilKeyed runs the consumer's own durable until ctx ends, or until
+// HOOKS holds a keyed message of its sources: an instance whose
+// configuration still keys a source (a rolling configuration change)
+// stored it after this one started, and no durable of this consumer
+// reads it. Then it stops the runner (what it pulled is applied and
+// acked first) and returns nil, for Run to start the partitions that
+// drain those messages in order beside it.
+func (c *Consumer) runUntilKeyed(ctx context.Context) error {
+	every := c.opts.keyedRecheck
+	if every <= 0 {
+		every = keyedRecheck
+	}
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	found, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+			}
+			if s, err := c.r.js.Stream(rctx, stream.Hooks); err == nil && c.keyedStored(rctx, s) {
+				close(found)
+				stop()
+				return
+			}
+		}
+	}()
+	err := c.r.run(rctx)
+	stop()
+	<-watched
+	select {
+	case <-found:
+		if ctx.Err() == nil {
+			return nil
+		}
+	default:
+	}
+	return err
 }
 
 // keyedStored reports whether HOOKS holds a keyed message of one of the

@@ -52,3 +52,7 @@ func (c *Consumer) IntakeClosed() bool { return c.gate.closed.Load() }
 // SetMaxForeignScan lowers what a takeover of o's consumer reads before
 // the whole partition waits instead.
 func SetMaxForeignScan(o *Options, n int) { o.maxForeignScan = n }
+
+// SetKeyedRecheck sets how often a consumer with no keyed source looks
+// for keyed messages of its sources.
+func SetKeyedRecheck(o *Options, d time.Duration) { o.keyedRecheck = d }
