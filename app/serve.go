@@ -275,7 +275,7 @@ func (s *Server) openPool(ctx context.Context) error {
 // newStoreGuard is the storage guard of HOOKS and EVENTS; its refused is
 // set by listen when this instance runs the ingress.
 func (s *Server) newStoreGuard() *storeGuard {
-	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), interval: s.guardInterval,
+	guard := &storeGuard{js: s.js, log: s.log, m: s.tel.metrics, consumers: s.consumerNames(), keyless: s.keylessConsumers(), interval: s.guardInterval,
 		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
@@ -714,6 +714,18 @@ func (s *Server) consumerNames() []string {
 		// each one must exist before anything may be trimmed.
 		for p := range s.cfg.ConsumerPartitions(cc) {
 			out = append(out, stream.PartitionDurable(cc.Name, p))
+		}
+	}
+	return out
+}
+
+// keylessConsumers are the configured consumers with no keyed source,
+// with their sources (see storeGuard.keyless).
+func (s *Server) keylessConsumers() map[string][]string {
+	out := map[string][]string{}
+	for i := range s.cfg.Consumers {
+		if cc := &s.cfg.Consumers[i]; s.cfg.ConsumerPartitions(cc) == 0 {
+			out[cc.Name] = cc.Sources
 		}
 	}
 	return out

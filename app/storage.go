@@ -49,6 +49,12 @@ type storeGuard struct {
 	// nothing is trimmed (its messages are all unapplied). A durable that
 	// maps to none of their consumers is an orphan (orphans.go).
 	consumers []string
+	// keyless are the configured consumers none of whose sources has an
+	// ordering key, with their sources (empty: all): an instance whose
+	// configuration still keys one stores keyed messages only their
+	// partition durables read, so while HOOKS holds such messages those
+	// durables are needed too (keylessNeeded).
+	keyless map[string][]string
 	// refused, when set, reports why the ingress's publishes are being
 	// refused for storage or limit reasons (nil while they are not): the
 	// signal for a full server store, which no stream info shows.
@@ -216,4 +222,34 @@ func (l *logLimiter) log(log *slog.Logger, level slog.Level, key, msg string, ar
 	l.last[key], l.held[key] = time.Now(), 0
 	l.mu.Unlock()
 	log.Log(context.Background(), level, msg, args...)
+}
+
+// keylessNeeded are the partition durables of the keyless consumers
+// whose sources have keyed messages in HOOKS: until each exists (the
+// consumer creates them within a look, engine's keyedRecheck), nothing
+// is trimmed, or those messages, answered 2xx and matched by no other
+// durable's filter, would be purged unapplied.
+func (g *storeGuard) keylessNeeded(ctx context.Context, hooks jetstream.Stream) []string {
+	if len(g.keyless) == 0 {
+		return nil
+	}
+	n, err := stream.StreamPartitions(ctx, g.js)
+	if err != nil || n == 0 {
+		return nil
+	}
+	var out []string
+	for name, sources := range g.keyless {
+		if len(sources) == 0 {
+			sources = []string{"*"}
+		}
+		for _, src := range sources {
+			if _, err := hooks.GetLastMsgForSubject(ctx, stream.HooksKeyedRoot+".*."+src+".>"); err == nil {
+				for p := range n {
+					out = append(out, stream.PartitionDurable(name, p))
+				}
+				break
+			}
+		}
+	}
+	return out
 }

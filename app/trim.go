@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +25,8 @@ func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jet
 	if !short && !aged {
 		return 0, nil
 	}
-	floor, holder, err := retentionFloor(ctx, hooks, g.floorCache(), consumers, g.consumers, st.LastSeq)
+	needed := append(slices.Clip(g.consumers), g.keylessNeeded(ctx, hooks)...)
+	floor, holder, err := retentionFloor(ctx, hooks, g.floorCache(), consumers, needed, st.LastSeq)
 	if err != nil {
 		g.limiter.log(g.log, slog.LevelWarn, "trim", "HOOKS is not trimmed", "reason", err)
 		return 0, nil
