@@ -84,6 +84,12 @@ func (s *Server) consumerState(ctx context.Context, name string) (metrics.Consum
 	if cc := s.cfg.Consumer(name); cc != nil && s.cfg.ConsumerPartitions(cc) > 0 {
 		return s.keyedConsumerState(ctx, name)
 	}
+	// A consumer without a keyed source may still drain partition
+	// durables (its key was turned off, or another instance keys it): its
+	// figures are theirs too, as in status.
+	if _, err := s.js.Consumer(ctx, stream.Hooks, stream.PartitionDurable(name, 0)); err == nil {
+		return s.keyedConsumerState(ctx, name)
+	}
 	c, err := s.js.Consumer(ctx, stream.Hooks, name)
 	if err != nil {
 		return metrics.ConsumerState{}, err
