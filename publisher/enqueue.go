@@ -156,6 +156,19 @@ func EnqueueBatch(ctx context.Context, tx pgx.Tx, msgs []Message) error {
 // in the outbox already with what it holds.
 func write(ctx context.Context, tx pgx.Tx, w *writes, msgs []Message) error {
 	done := make(map[string]bool, len(w.msgs))
+	if len(w.msgs) > maxPerWrite {
+		var keys []string
+		for _, m := range w.msgs {
+			if m.OrderingKey != nil {
+				keys = append(keys, *m.OrderingKey)
+			}
+		}
+		if len(keys) > 0 {
+			if err := store.OutboxLockKeys(ctx, tx, keys); err != nil {
+				return fmt.Errorf("enqueue %d outbox events: lock their keys: %w", len(w.msgs), err)
+			}
+		}
+	}
 	for c := range slices.Chunk(w.msgs, maxPerWrite) {
 		written, err := store.OutboxWrite(ctx, tx, c)
 		if err != nil {

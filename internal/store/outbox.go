@@ -9,6 +9,7 @@ import (
 
 var (
 	sqlOutboxWrite           = load("outbox_write.sql")
+	sqlOutboxLockKeys        = load("outbox_lock_keys.sql")
 	sqlOutboxGetMany         = load("outbox_get_many.sql")
 	sqlOutboxStats           = load("outbox_stats.sql")
 	sqlSessionSetIdleTimeout = load("session_set_idle_timeout.sql")
@@ -35,6 +36,16 @@ type OutboxWriteParams struct {
 	Headers     *string // JSON object; nil when the message has none
 	Payload     []byte
 	OrderingKey *string // nil when the message has none
+}
+
+// OutboxLockKeys takes the outbox locks of keys in the order every
+// writer takes them. A write of more than 1024 messages takes several
+// statements, each of which locks only its own keys, sorted: two such
+// writes could take shared keys in opposite orders across statements,
+// so they lock all their keys with this first.
+func OutboxLockKeys(ctx context.Context, q Querier, keys []string) error {
+	_, err := q.Exec(ctx, sqlOutboxLockKeys, keys)
+	return err
 }
 
 // OutboxWrite writes msgs (at most 1024), in order, with one statement,
