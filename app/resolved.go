@@ -61,7 +61,7 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 	return s
 }
 
-// resolvedRelay fills the relay's settings with [relay.RelayOptions]'
+// resolvedRelay fills the relay's settings with [relay.Options]'
 // defaults. A retention of 0 (delete messages as they are published) or
 // below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {

@@ -161,7 +161,7 @@ func (s *Server) adoptPartitions(ctx context.Context) error {
 	if s.cfg.Streams.Partitions > 0 {
 		return nil
 	}
-	n, err := stream.StreamPartitions(ctx, s.js)
+	n, err := stream.PartitionCount(ctx, s.js)
 	if err != nil || n == 0 {
 		return err
 	}
@@ -528,7 +528,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		if deleteSent && s.cfg.Selftest.Enabled {
 			s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
 		}
-		relay := relay.NewRelay(s.pool, s.js, relay.RelayOptions{
+		relay := relay.NewRelay(s.pool, s.js, relay.Options{
 			BatchSize:    s.cfg.Relay.BatchSize,
 			PollInterval: s.cfg.Relay.PollInterval,
 			MaxAttempts:  s.cfg.Relay.MaxAttempts,

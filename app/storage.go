@@ -233,7 +233,7 @@ func (g *storeGuard) keylessNeeded(ctx context.Context, hooks jetstream.Stream) 
 	if len(g.keyless) == 0 {
 		return nil
 	}
-	n, err := stream.StreamPartitions(ctx, g.js)
+	n, err := stream.PartitionCount(ctx, g.js)
 	if err != nil || n == 0 {
 		return nil
 	}

@@ -44,7 +44,7 @@ func newOrigin(t *testing.T) *origin {
 	if _, err := stream.Ensure(context.Background(), o.js.JS, stream.EventsConfig(stream.Options{})); err != nil {
 		t.Fatal(err)
 	}
-	r := relay.NewRelay(o.db.Pool, o.js.JS, relay.RelayOptions{PollInterval: 100 * time.Millisecond,
+	r := relay.NewRelay(o.db.Pool, o.js.JS, relay.Options{PollInterval: 100 * time.Millisecond,
 		BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Logger: quiet()})
 	run(t, r.Run)
 	return o

@@ -77,7 +77,7 @@ type Options struct {
 	Tracer Tracer
 
 	// Partitions is the number of partitions of HOOKS's keyed messages
-	// (stream.StreamPartitions) when one of the consumer's sources has an
+	// ([stream.PartitionCount]) when one of the consumer's sources has an
 	// ordering key; 0 when none has. With partitions the consumer also
 	// reads its sources' keyed messages, through a durable per partition
 	// ("<name>~pNN"), spread over the instances that run it, and applies
@@ -327,7 +327,7 @@ func (c *Consumer) leftoverGroup(ctx context.Context) *group {
 	if names.Err() != nil || (!found && !c.keyedStored(ctx, s)) {
 		return nil
 	}
-	n, err := stream.StreamPartitions(ctx, c.r.js)
+	n, err := stream.PartitionCount(ctx, c.r.js)
 	if err != nil || n == 0 {
 		return nil
 	}

@@ -48,7 +48,7 @@ var errReplayScan = errors.New("too many messages of the consumer's keys are una
 // newKeyOrder reads what is unsettled of the consumer's keyed messages up
 // to last; nil when the stream has no partitions.
 func newKeyOrder(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, o ReplayOptions, last uint64) (*keyOrder, error) {
-	n, err := stream.StreamPartitions(ctx, js)
+	n, err := stream.PartitionCount(ctx, js)
 	if err != nil || n == 0 {
 		return nil, err
 	}

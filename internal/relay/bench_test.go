@@ -44,7 +44,7 @@ func BenchmarkRelay(b *testing.B) {
 			db := hookbridgetest.Postgres(b)
 			ns := hookbridgetest.NATS(b)
 			ctx := context.Background()
-			opts := relay.RelayOptions{BatchSize: batch, PollInterval: time.Minute}
+			opts := relay.Options{BatchSize: batch, PollInterval: time.Minute}
 			r := relay.NewRelay(db.Pool, ns.JS, opts)
 			var acked atomic.Int64
 			allAcked := make(chan struct{})

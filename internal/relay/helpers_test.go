@@ -19,8 +19,8 @@ import (
 )
 
 // fastOpts are relay options with short delays for tests.
-func fastOpts() relay.RelayOptions {
-	return relay.RelayOptions{
+func fastOpts() relay.Options {
+	return relay.Options{
 		PollInterval:   200 * time.Millisecond,
 		BackoffBase:    10 * time.Millisecond,
 		BackoffMax:     100 * time.Millisecond,

@@ -24,7 +24,7 @@ import (
 // (migration 0002) and relays listen on.
 const NotifyChannel = "hookbridge_outbox"
 
-// Defaults of [RelayOptions].
+// Defaults of [Options].
 const (
 	// DefaultBatchSize bounds a round, which only matters with a
 	// backlog: rounds are woken by each commit's NOTIFY and take what is
@@ -52,8 +52,8 @@ const (
 // is down. The relay then claims nothing, so an outage costs no attempts.
 var ErrNotConnected = errors.New("relay: NATS connection is not connected")
 
-// RelayOptions tune a [Relay]. Zero values mean the defaults.
-type RelayOptions struct {
+// Options tune a [Relay]. Zero values mean the defaults.
+type Options struct {
 	// BatchSize is how many rows one round claims and publishes (1024).
 	BatchSize int
 	// PollInterval is the safety-net poll when no NOTIFY arrives (5s).
@@ -87,7 +87,7 @@ type RelayOptions struct {
 	Tracer Tracer
 }
 
-func (o RelayOptions) withDefaults() RelayOptions {
+func (o Options) withDefaults() Options {
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
 	}
@@ -124,7 +124,7 @@ type Relay struct {
 	pool *pgxpool.Pool
 	js   jetstream.JetStream // stream management
 	pub  jetstream.JetStream // publishing: a private async-publish context
-	opts RelayOptions
+	opts Options
 	log  *slog.Logger
 
 	ensured atomic.Bool
@@ -156,7 +156,7 @@ type testHooks struct {
 // with js. Publishing uses a private async-publish context on js's
 // connection, so its PubAck bookkeeping is not shared with other users of
 // js; stream management uses js itself.
-func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts RelayOptions) *Relay {
+func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) *Relay {
 	opts = opts.withDefaults()
 	r := &Relay{pool: pool, js: js, pub: js, opts: opts, log: opts.Logger.With("component", "outbox-relay")}
 	r.setOutageRepeat(DefaultOutageRepeat)

@@ -112,7 +112,7 @@ func outboxSize(b *testing.B, packed bool) {
 	vac := newVacuumer(b, db)
 	write(0, rows)
 	measure("pending")
-	r := relay.NewRelay(db.Pool, ns.JS, relay.RelayOptions{PollInterval: 100 * time.Millisecond})
+	r := relay.NewRelay(db.Pool, ns.JS, relay.Options{PollInterval: 100 * time.Millisecond})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()

@@ -140,9 +140,9 @@ func SplitHookSubject(subject string) (source, typeTail string, partition int, o
 // another number of partitions than the configuration asks for.
 var ErrPartitionsChanged = errors.New("partitions differ from the ones HOOKS was created with")
 
-// StreamPartitions reads the number of partitions recorded on the HOOKS
+// PartitionCount reads the number of partitions recorded on the HOOKS
 // stream, 0 when the stream or the record does not exist.
-func StreamPartitions(ctx context.Context, js jetstream.JetStream) (int, error) {
+func PartitionCount(ctx context.Context, js jetstream.JetStream) (int, error) {
 	s, err := js.Stream(ctx, Hooks)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
@@ -166,7 +166,7 @@ func StreamPartitions(ctx context.Context, js jetstream.JetStream) (int, error) 
 // recorded number, and a consumer reading another number would miss
 // partitions or read two partitions' keys out of order.
 func CheckPartitions(ctx context.Context, js jetstream.JetStream, configured int) error {
-	recorded, err := StreamPartitions(ctx, js)
+	recorded, err := PartitionCount(ctx, js)
 	if err != nil || recorded == 0 || recorded == configured {
 		return err
 	}
