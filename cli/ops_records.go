@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
@@ -37,15 +35,17 @@ type DeadLettersListCmd struct {
 // Run implements `dead-letters list`.
 func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		dls, err := engine.ListDeadLetters(ctx, pool, engine.DeadLetterFilter{
-			Consumer: c.Consumer, UnresolvedOnly: !c.All, Limit: c.Limit,
-		})
+		resolved := store.Unresolved
+		if c.All {
+			resolved = store.AnyResolved
+		}
+		dls, err := (&ops.Ops{Pool: pool}).ListDeadLetters(ctx, ops.DeadLetterPage{Consumer: c.Consumer, Resolved: resolved, Limit: max(c.Limit, 1)})
 		if err != nil {
 			return fmt.Errorf("dead-letters: %w", dbError(err))
 		}
 		if c.JSON {
 			if dls == nil {
-				dls = []engine.DeadLetter{}
+				dls = []ops.DeadLetter{}
 			}
 			return writeJSON(rt.stdout, dls)
 		}
@@ -85,7 +85,7 @@ type DeadLettersShowCmd struct {
 // Run implements `dead-letters show`.
 func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		d, err := engine.GetDeadLetter(ctx, pool, c.ID)
+		d, err := (&ops.Ops{Pool: pool}).GetDeadLetter(ctx, c.ID)
 		if err != nil {
 			return fmt.Errorf("dead-letters: %w", dbError(err))
 		}
@@ -93,7 +93,7 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		d.Body = nil
 		if c.JSON {
 			return writeJSON(rt.stdout, struct {
-				engine.DeadLetter
+				ops.DeadLetter
 				bodyView
 			}{d, viewBody(body)})
 		}
@@ -111,7 +111,7 @@ func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 
 // orderingFields are the ordering key of a keyed dead letter and, once a
 // later event of that key applied, which one and when.
-func orderingFields(d engine.DeadLetter) [][2]string {
+func orderingFields(d ops.DeadLetter) [][2]string {
 	if d.OrderingKey == "" {
 		return nil
 	}
@@ -141,46 +141,18 @@ type ConflictsListCmd struct {
 	dbFlags
 }
 
-// Conflict is one row of hookbridge.conflicts as operators see it.
-type Conflict struct {
-	ID             int64     `json:"id"`
-	DetectedBy     string    `json:"detected_by"`
-	Source         string    `json:"source"`
-	EventID        string    `json:"event_id"`
-	EventType      string    `json:"event_type"`
-	OriginalSHA256 string    `json:"original_sha256,omitempty"`
-	OriginalSeq    uint64    `json:"original_seq,omitempty"`
-	RejectedSHA256 string    `json:"rejected_sha256"`
-	RejectedSeq    uint64    `json:"rejected_seq,omitempty"`
-	DetectedAt     time.Time `json:"detected_at"`
-}
-
-// conflictView is how operators see a stored conflict: hashes in hex,
-// unknown sequences as 0.
-func conflictView(c store.Conflict) Conflict {
-	return Conflict{
-		ID: c.ID, DetectedBy: c.DetectedBy, Source: c.Source, EventID: c.EventID, EventType: c.EventType,
-		OriginalSHA256: hex.EncodeToString(c.OriginalSHA256), OriginalSeq: uint64(c.OriginalSeq),
-		RejectedSHA256: hex.EncodeToString(c.RejectedSHA256), RejectedSeq: uint64(c.RejectedSeq),
-		DetectedAt: c.DetectedAt,
-	}
-}
-
 // Run implements `conflicts list`.
 func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
-		stored, err := store.ConflictList(ctx, pool, max(c.Limit, 1))
+		stored, err := (&ops.Ops{Pool: pool}).ListConflicts(ctx, ops.ConflictPage{Resolved: store.AnyResolved, Limit: max(c.Limit, 1)})
 		if err != nil {
 			return fmt.Errorf("conflicts: %w", dbError(err))
 		}
-		var list []Conflict
+		list := make([]ops.ConflictView, 0, len(stored))
 		for _, x := range stored {
-			list = append(list, conflictView(x))
+			list = append(list, ops.ViewConflict(x))
 		}
 		if c.JSON {
-			if list == nil {
-				list = []Conflict{}
-			}
 			return writeJSON(rt.stdout, list)
 		}
 		t := newTable(rt.stdout, "ID", "DETECTED BY", "SOURCE", "EVENT ID", "TYPE", "ORIGINAL SEQ", "REJECTED SEQ", "DETECTED AT")
@@ -203,7 +175,7 @@ type ConflictsShowCmd struct {
 // body as body (or body_base64), and the original body when HOOKS still
 // holds it, else why not.
 type conflictJSON struct {
-	Conflict
+	ops.ConflictView
 	bodyView
 	OriginalBody       *string `json:"original_body,omitempty"`
 	OriginalBodyBase64 []byte  `json:"original_body_base64,omitempty"`
@@ -231,9 +203,9 @@ func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 		if jsErr != nil {
 			d.OriginalMissing = "HOOKS not reachable: " + jsErr.Error()
 		}
-		x := conflictView(d.Conflict)
+		x := ops.ViewConflict(d.Conflict)
 		if c.JSON {
-			out := conflictJSON{Conflict: x, bodyView: viewBody(d.RejectedBody), OriginalMissing: d.OriginalMissing}
+			out := conflictJSON{ConflictView: x, bodyView: viewBody(d.RejectedBody), OriginalMissing: d.OriginalMissing}
 			if d.OriginalMissing == "" {
 				orig := viewBody(d.OriginalBody)
 				out.OriginalBody, out.OriginalBodyBase64 = orig.Body, orig.BodyBase64
@@ -244,7 +216,7 @@ func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 	})
 }
 
-func printConflict(w io.Writer, x Conflict, d ops.ConflictDetail) error {
+func printConflict(w io.Writer, x ops.ConflictView, d ops.ConflictDetail) error {
 	t := newTable(w, "FIELD", "VALUE")
 	for _, f := range [][2]string{
 		{"id", fmt.Sprint(x.ID)}, {"detected by", x.DetectedBy}, {"source", x.Source}, {"event id", x.EventID},

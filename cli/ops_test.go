@@ -23,6 +23,7 @@ import (
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -287,7 +288,7 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 		t.Fatalf("conflicts list: %v\n%s", err, out)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "list", "--json"}, flags...)...)
-	var list []Conflict
+	var list []ops.ConflictView
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
 		t.Fatalf("conflicts list --json: %v\n%s", err, out)
 	}

@@ -419,13 +419,13 @@ func TestConflictShowAndResolve(t *testing.T) {
 	}
 	var list struct {
 		Items []struct {
-			ID        int64  `json:"id"`
-			Consumer  string `json:"consumer"`
-			StreamSeq uint64 `json:"stream_seq"`
+			ID          int64  `json:"id"`
+			DetectedBy  string `json:"detected_by"`
+			RejectedSeq uint64 `json:"rejected_seq"`
 		} `json:"items"`
 	}
 	e.mustCall(t, "GET", "/api/v1/conflicts", nil, http.StatusOK, &list)
-	if len(list.Items) != 1 || list.Items[0].Consumer != "orders" || list.Items[0].StreamSeq != 99 {
+	if len(list.Items) != 1 || list.Items[0].DetectedBy != "orders" || list.Items[0].RejectedSeq != 99 {
 		t.Fatalf("conflicts = %+v", list)
 	}
 	id := list.Items[0].ID

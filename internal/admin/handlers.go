@@ -131,10 +131,10 @@ func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]conflictView, 0, len(cs))
+	items := make([]ops.ConflictView, 0, len(cs))
 	var last int64
 	for _, c := range cs {
-		items = append(items, viewConflict(c))
+		items = append(items, ops.ViewConflict(c))
 		last = c.ID
 	}
 	writeJSON(w, http.StatusOK, newList(items, limit, last))
@@ -142,7 +142,7 @@ func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) error {
 }
 
 type conflictDetail struct {
-	conflictView
+	ops.ConflictView
 	OriginalBody       *string `json:"original_body"`
 	OriginalBodyBase64 []byte  `json:"original_body_base64,omitempty"`
 	// OriginalMissing says why original_body is null.
@@ -165,7 +165,7 @@ func (h *Handler) getConflict(w http.ResponseWriter, r *http.Request) error {
 		rejected = []byte{}
 	}
 	writeJSON(w, http.StatusOK, conflictDetail{
-		conflictView:       viewConflict(c.Conflict),
+		ConflictView:       ops.ViewConflict(c.Conflict),
 		OriginalBody:       bodyText(c.OriginalBody),
 		OriginalBodyBase64: bodyBase64(c.OriginalBody),
 		OriginalMissing:    c.OriginalMissing,

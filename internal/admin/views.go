@@ -150,30 +150,6 @@ func viewDeadLetter(d ops.DeadLetter) deadLetterView {
 	}
 }
 
-// conflictView is a conflict in the API. Consumer is the detector (a
-// consumer's name, or "ingress" inside the duplicate window) and
-// StreamSeq the rejected copy's sequence.
-type conflictView struct {
-	ID          int64      `json:"id"`
-	Consumer    string     `json:"consumer"`
-	Source      string     `json:"source"`
-	EventID     string     `json:"event_id"`
-	EventType   string     `json:"event_type"`
-	StreamSeq   uint64     `json:"stream_seq"`
-	OriginalSeq uint64     `json:"original_seq"`
-	DetectedAt  time.Time  `json:"detected_at"`
-	ResolvedAt  *time.Time `json:"resolved_at"`
-	Resolution  *string    `json:"resolution"`
-}
-
-func viewConflict(c ops.Conflict) conflictView {
-	return conflictView{
-		ID: c.ID, Consumer: c.DetectedBy, Source: c.Source, EventID: c.EventID, EventType: c.EventType,
-		StreamSeq: uint64(c.RejectedSeq), OriginalSeq: uint64(c.OriginalSeq), DetectedAt: c.DetectedAt.UTC(),
-		ResolvedAt: utc(c.ResolvedAt), Resolution: nonEmpty(c.Resolution),
-	}
-}
-
 type outboxView struct {
 	ID            int64     `json:"id"`
 	EventID       string    `json:"event_id"`

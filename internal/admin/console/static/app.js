@@ -819,7 +819,7 @@
     replace(list, el("p", { class: "loading", text: "Loading…" }));
     await pagedList(list, "conflicts", f, [
       { label: "ID", cell: (c) => link("#/conflicts/" + encodeURIComponent(c.id), String(c.id)) },
-      { label: "Detected by", cell: (c) => c.consumer },
+      { label: "Detected by", cell: (c) => c.detected_by },
       { label: "Event type", cell: (c) => c.event_type },
       { label: "Event id", cell: (c) => el("code", { text: c.event_id }) },
       { label: "Source", cell: (c) => c.source },
@@ -863,11 +863,11 @@
       el("h2", null, "Conflict ", el("span", { id: "cf-detail-id", text: String(c.id) }), " ",
         el("span", { id: "cf-detail-status" }, c.resolved_at ? badge("resolved", "ok") : badge("unresolved", "bad"))),
       fields([
-        ["Detected by", c.consumer === "ingress" ? "the ingress (inside the duplicate window)" : "consumer " + c.consumer],
+        ["Detected by", c.detected_by === "ingress" ? "the ingress (inside the duplicate window)" : "consumer " + c.detected_by],
         ["Source", c.source],
         ["Event id", el("code", { text: c.event_id })],
         ["Event type", c.event_type],
-        ["Stream seq", c.stream_seq ? num(c.stream_seq)
+        ["Stream seq", c.rejected_seq ? num(c.rejected_seq)
           : "not stored: the ingress refused it" + (c.original_seq ? " (the original is stream message " + num(c.original_seq) + ")" : "")],
         ["Detected", time(c.detected_at)],
         c.resolved_at ? ["Resolved", el("span", null, time(c.resolved_at), " — ", c.resolution || "")] : null,
