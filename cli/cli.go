@@ -109,25 +109,25 @@ func (f *httpFlags) globals() Globals {
 // flagged is a command that takes some of the [Globals].
 type flagged interface{ globals() Globals }
 
-// CLI is the hookbridge command line.
-type CLI struct {
-	Serve   ServeCmd   `cmd:"" help:"Run the ingress, the consumers and the outbox relay."`
-	Relay   RelayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
-	Migrate MigrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
-	Send    SendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
+// cliCommands is the hookbridge command line.
+type cliCommands struct {
+	Serve   serveCmd   `cmd:"" help:"Run the ingress, the consumers and the outbox relay."`
+	Relay   relayCmd   `cmd:"" help:"Run only the outbox relay (same as serve --role relay)."`
+	Migrate migrateCmd `cmd:"" help:"Apply the SQL migrations and exit."`
+	Send    sendCmd    `cmd:"" help:"Send a signed test webhook to a running hookbridge."`
 	// ConfigCmd is `hookbridge config …` (config.go); the flag --config is Globals'.
-	ConfigCmd ConfigCmd `cmd:"" name:"config" help:"Check the configuration (config check)."`
+	ConfigCmd configCmd `cmd:"" name:"config" help:"Check the configuration (config check)."`
 	// Operator commands (ops*.go).
-	Status      StatusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
-	Replay      ReplayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
-	DeadLetters DeadLettersCmd `cmd:"" name:"dead-letters" help:"List, show, requeue or discard messages consumers gave up on."`
-	Conflicts   ConflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
-	Outbox      OutboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
-	Events      EventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
-	Consumers   ConsumersCmd   `cmd:"" help:"Pause or resume a consumer; delete a durable no configured consumer owns."`
-	Version     VersionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
-	Selftest    SelftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
-	Healthcheck HealthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
+	Status      statusCmd      `cmd:"" help:"Show streams, consumers, outbox, dead letters and conflicts."`
+	Replay      replayCmd      `cmd:"" help:"Re-deliver stored webhooks from the HOOKS stream to a consumer (duplicates change nothing)."`
+	DeadLetters deadLettersCmd `cmd:"" name:"dead-letters" help:"List, show, requeue or discard messages consumers gave up on."`
+	Conflicts   conflictsCmd   `cmd:"" help:"List, show or resolve events whose id came back with a different body."`
+	Outbox      outboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
+	Events      eventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
+	Consumers   consumersCmd   `cmd:"" help:"Pause or resume a consumer; delete a durable no configured consumer owns."`
+	Version     versionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
+	Selftest    selftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
+	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`
 }
 
 // osEnv is the process's environment, with a HOOKBRIDGE_* variable set to
@@ -165,7 +165,7 @@ func Main(args []string, handlers app.Handlers) int {
 // run is [Main] with its context, output, environment and exit (what
 // --help and a bad command line call) given, for tests.
 func run(ctx context.Context, args []string, rt *runtime, exit func(int)) int {
-	var cli CLI
+	var cli cliCommands
 	parser, err := kong.New(&cli,
 		kong.Name("hookbridge"),
 		kong.Description("Bridge verified webhooks through NATS JetStream into PostgreSQL with an exactly-once effect."),
@@ -262,14 +262,14 @@ func (g *Globals) Load(env app.Env, handlers app.Handlers) (app.Config, error) {
 
 func (g *Globals) load(rt *runtime) (app.Config, error) { return g.Load(rt.env, rt.handlers) }
 
-// ServeCmd runs hookbridge.
-type ServeCmd struct {
+// serveCmd runs hookbridge.
+type serveCmd struct {
 	Role []string `help:"Roles to run: ingress, consumer, relay, delivery or all (repeatable)." default:"all" enum:"ingress,consumer,relay,delivery,all"`
 	allFlags
 }
 
 // Run implements the serve command.
-func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *serveCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -292,19 +292,19 @@ func (c *ServeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return srv.Run(ctx, nil)
 }
 
-// RelayCmd runs the outbox relay alone, so it can scale separately.
-type RelayCmd struct{ allFlags }
+// relayCmd runs the outbox relay alone, so it can scale separately.
+type relayCmd struct{ allFlags }
 
 // Run implements the relay command.
-func (c *RelayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return (&ServeCmd{Role: []string{app.RoleRelay}, allFlags: allFlags{*g}}).Run(ctx, g, rt)
+func (c *relayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+	return (&serveCmd{Role: []string{app.RoleRelay}, allFlags: allFlags{*g}}).Run(ctx, g, rt)
 }
 
-// MigrateCmd applies migrations.
-type MigrateCmd struct{ dbFlags }
+// migrateCmd applies migrations.
+type migrateCmd struct{ dbFlags }
 
 // Run implements the migrate command.
-func (c *MigrateCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *migrateCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err

@@ -9,18 +9,18 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 )
 
-// ConfigCmd groups the commands about the configuration.
-type ConfigCmd struct {
-	Check ConfigCheckCmd `cmd:"" help:"Check the configuration as serve would, without serving: validate it, prepare every SQL consumer statement against the database (after the pending migrations, all rolled back) and print the effective configuration with secrets as ***."`
+// configCmd groups the commands about the configuration.
+type configCmd struct {
+	Check configCheckCmd `cmd:"" help:"Check the configuration as serve would, without serving: validate it, prepare every SQL consumer statement against the database (after the pending migrations, all rolled back) and print the effective configuration with secrets as ***."`
 }
 
-// ConfigCheckCmd runs serve's start-up checks and prints the result.
-type ConfigCheckCmd struct{ dbFlags }
+// configCheckCmd runs serve's start-up checks and prints the result.
+type configCheckCmd struct{ dbFlags }
 
 // Run implements `hookbridge config check`. The configuration is printed
 // before the database checks, so that a failing statement can be read
 // next to the configuration that declared it.
-func (c *ConfigCheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *configCheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err

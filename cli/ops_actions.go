@@ -14,8 +14,8 @@ import (
 // The operator actions of the command line; each is the same function
 // the admin API calls (package ops), so both do exactly the same.
 
-// DeadLettersRequeueCmd requeues one dead letter.
-type DeadLettersRequeueCmd struct {
+// deadLettersRequeueCmd requeues one dead letter.
+type deadLettersRequeueCmd struct {
 	ID         int64 `arg:"" help:"Dead letter id (from list)."`
 	OutOfOrder bool  `name:"out-of-order" help:"Apply it even though a later event of its ordering key has applied since (dead-letters show names it): it then applies after that event."`
 	JSON       bool  `help:"Print JSON."`
@@ -24,7 +24,7 @@ type DeadLettersRequeueCmd struct {
 }
 
 // Run implements `dead-letters requeue`.
-func (c *DeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *deadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -54,8 +54,8 @@ func (c *DeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime
 	})
 }
 
-// DeadLettersDiscardCmd discards one dead letter.
-type DeadLettersDiscardCmd struct {
+// deadLettersDiscardCmd discards one dead letter.
+type deadLettersDiscardCmd struct {
 	ID     int64  `arg:"" help:"Dead letter id (from list)."`
 	Reason string `help:"Why it is discarded (kept with the row)." required:""`
 	JSON   bool   `help:"Print JSON."`
@@ -63,7 +63,7 @@ type DeadLettersDiscardCmd struct {
 }
 
 // Run implements `dead-letters discard`.
-func (c *DeadLettersDiscardCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *deadLettersDiscardCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -77,8 +77,8 @@ func (c *DeadLettersDiscardCmd) Run(ctx context.Context, g *Globals, rt *runtime
 	})
 }
 
-// ConflictsResolveCmd resolves one conflict.
-type ConflictsResolveCmd struct {
+// conflictsResolveCmd resolves one conflict.
+type conflictsResolveCmd struct {
 	ID         int64  `arg:"" help:"Conflict id (from list)."`
 	Resolution string `help:"What was decided (kept with the row)." default:"resolved"`
 	JSON       bool   `help:"Print JSON."`
@@ -86,7 +86,7 @@ type ConflictsResolveCmd struct {
 }
 
 // Run implements `conflicts resolve`.
-func (c *ConflictsResolveCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *conflictsResolveCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -100,14 +100,14 @@ func (c *ConflictsResolveCmd) Run(ctx context.Context, g *Globals, rt *runtime) 
 	})
 }
 
-// OutboxCmd inspects and requeues hookbridge.outbox rows.
-type OutboxCmd struct {
-	List    OutboxListCmd    `cmd:"" default:"withargs" help:"List pending (or, with --dead, dead) outbox rows, newest first."`
-	Requeue OutboxRequeueCmd `cmd:"" help:"Put a dead outbox row back to pending, due now, attempts reset."`
+// outboxCmd inspects and requeues hookbridge.outbox rows.
+type outboxCmd struct {
+	List    outboxListCmd    `cmd:"" default:"withargs" help:"List pending (or, with --dead, dead) outbox rows, newest first."`
+	Requeue outboxRequeueCmd `cmd:"" help:"Put a dead outbox row back to pending, due now, attempts reset."`
 }
 
-// OutboxListCmd lists outbox rows.
-type OutboxListCmd struct {
+// outboxListCmd lists outbox rows.
+type outboxListCmd struct {
 	Dead  bool `help:"List the dead rows (the relay gave up on them)."`
 	Limit int  `help:"At most this many rows." default:"100"`
 	JSON  bool `help:"Print JSON."`
@@ -115,7 +115,7 @@ type OutboxListCmd struct {
 }
 
 // Run implements `outbox list`.
-func (c *OutboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *outboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -143,15 +143,15 @@ func (c *OutboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 	})
 }
 
-// OutboxRequeueCmd requeues one dead outbox row.
-type OutboxRequeueCmd struct {
+// outboxRequeueCmd requeues one dead outbox row.
+type outboxRequeueCmd struct {
 	ID   int64 `arg:"" help:"Outbox row id (from list --dead)."`
 	JSON bool  `help:"Print JSON."`
 	dbFlags
 }
 
 // Run implements `outbox requeue`.
-func (c *OutboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *outboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -165,13 +165,13 @@ func (c *OutboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 	})
 }
 
-// EventsCmd follows events.
-type EventsCmd struct {
-	Show EventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote."`
+// eventsCmd follows events.
+type eventsCmd struct {
+	Show eventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote."`
 }
 
-// EventsShowCmd shows one event's life.
-type EventsShowCmd struct {
+// eventsShowCmd shows one event's life.
+type eventsShowCmd struct {
 	Source  string `arg:"" help:"Source name (as configured)."`
 	EventID string `arg:"" help:"Event id (as the sender gave it)."`
 	JSON    bool   `help:"Print JSON."`
@@ -180,7 +180,7 @@ type EventsShowCmd struct {
 }
 
 // Run implements `events show`.
-func (c *EventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *eventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -284,16 +284,16 @@ func printLifeOutbox(w io.Writer, life ops.EventLife) error {
 	return t.flush()
 }
 
-// ConsumersCmd pauses and resumes consumers, and deletes orphaned
+// consumersCmd pauses and resumes consumers, and deletes orphaned
 // durables.
-type ConsumersCmd struct {
-	Pause  ConsumersPauseCmd  `cmd:"" help:"Pause a consumer's deliveries (JetStream consumer pause, nats-server 2.11+); messages wait in HOOKS."`
-	Resume ConsumersResumeCmd `cmd:"" help:"Resume a paused consumer."`
-	Delete ConsumersDeleteCmd `cmd:"" help:"Delete a durable on HOOKS that no configured consumer owns (status marks it orphaned); it keeps every message it has not acked in HOOKS."`
+type consumersCmd struct {
+	Pause  consumersPauseCmd  `cmd:"" help:"Pause a consumer's deliveries (JetStream consumer pause, nats-server 2.11+); messages wait in HOOKS."`
+	Resume consumersResumeCmd `cmd:"" help:"Resume a paused consumer."`
+	Delete consumersDeleteCmd `cmd:"" help:"Delete a durable on HOOKS that no configured consumer owns (status marks it orphaned); it keeps every message it has not acked in HOOKS."`
 }
 
-// ConsumersDeleteCmd deletes one orphaned durable.
-type ConsumersDeleteCmd struct {
+// consumersDeleteCmd deletes one orphaned durable.
+type consumersDeleteCmd struct {
 	Name string `arg:"" help:"Durable name, or a consumer's name for its own and its partition durables (status lists orphaned ones); a configured consumer's are refused."`
 	JSON bool   `help:"Print JSON."`
 	natsFlags
@@ -301,7 +301,7 @@ type ConsumersDeleteCmd struct {
 }
 
 // Run implements `consumers delete`.
-func (c *ConsumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *consumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -320,8 +320,8 @@ func (c *ConsumersDeleteCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 	})
 }
 
-// ConsumersPauseCmd pauses one consumer.
-type ConsumersPauseCmd struct {
+// consumersPauseCmd pauses one consumer.
+type consumersPauseCmd struct {
 	Name string        `arg:"" help:"Consumer name."`
 	For  time.Duration `help:"Pause for this long (default: until resumed)."`
 	natsFlags
@@ -329,7 +329,7 @@ type ConsumersPauseCmd struct {
 }
 
 // Run implements `consumers pause`.
-func (c *ConsumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *consumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -351,15 +351,15 @@ func (c *ConsumersPauseCmd) Run(ctx context.Context, g *Globals, rt *runtime) er
 	})
 }
 
-// ConsumersResumeCmd resumes one consumer.
-type ConsumersResumeCmd struct {
+// consumersResumeCmd resumes one consumer.
+type consumersResumeCmd struct {
 	Name string `arg:"" help:"Consumer name."`
 	natsFlags
 	allFlags
 }
 
 // Run implements `consumers resume`.
-func (c *ConsumersResumeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *consumersResumeCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err

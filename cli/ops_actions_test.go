@@ -288,7 +288,7 @@ func TestVersionAndHealthcheck(t *testing.T) {
 func TestGlobalFlagsShownOnlyWhereUsed(t *testing.T) {
 	t.Parallel()
 	help := func(args ...string) string {
-		var cli CLI
+		var cli cliCommands
 		var buf bytes.Buffer
 		parser, err := kong.New(&cli, kong.Name("hookbridge"), kong.Writers(&buf, &buf), kong.Exit(func(int) {}))
 		if err != nil {

@@ -15,16 +15,16 @@ import (
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
-// DeadLettersCmd inspects hookbridge.dead_letters.
-type DeadLettersCmd struct {
-	List    DeadLettersListCmd    `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
-	Show    DeadLettersShowCmd    `cmd:"" help:"Show one dead letter with its body."`
-	Requeue DeadLettersRequeueCmd `cmd:"" help:"Re-deliver one dead letter through HOOKS and the inbox (like replay --dead-letters for that row); resolves it once applied."`
-	Discard DeadLettersDiscardCmd `cmd:"" help:"Mark one dead letter discarded with a reason (the row is kept)."`
+// deadLettersCmd inspects hookbridge.dead_letters.
+type deadLettersCmd struct {
+	List    deadLettersListCmd    `cmd:"" default:"withargs" help:"List dead letters (unresolved by default), without bodies."`
+	Show    deadLettersShowCmd    `cmd:"" help:"Show one dead letter with its body."`
+	Requeue deadLettersRequeueCmd `cmd:"" help:"Re-deliver one dead letter through HOOKS and the inbox (like replay --dead-letters for that row); resolves it once applied."`
+	Discard deadLettersDiscardCmd `cmd:"" help:"Mark one dead letter discarded with a reason (the row is kept)."`
 }
 
-// DeadLettersListCmd lists dead letters.
-type DeadLettersListCmd struct {
+// deadLettersListCmd lists dead letters.
+type deadLettersListCmd struct {
 	Consumer string `help:"Only this consumer."`
 	All      bool   `help:"Include resolved dead letters."`
 	Limit    int    `help:"At most this many rows." default:"100"`
@@ -33,7 +33,7 @@ type DeadLettersListCmd struct {
 }
 
 // Run implements `dead-letters list`.
-func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *deadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
 		resolved := store.Unresolved
 		if c.All {
@@ -75,15 +75,15 @@ func (c *DeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 	})
 }
 
-// DeadLettersShowCmd shows one dead letter.
-type DeadLettersShowCmd struct {
+// deadLettersShowCmd shows one dead letter.
+type deadLettersShowCmd struct {
 	ID   int64 `arg:"" help:"Dead letter id (from list)."`
 	JSON bool  `help:"Print JSON."`
 	dbFlags
 }
 
 // Run implements `dead-letters show`.
-func (c *DeadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *deadLettersShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
 		d, err := (&ops.Ops{Pool: pool}).GetDeadLetter(ctx, c.ID)
 		if err != nil {
@@ -127,22 +127,22 @@ func orderingFields(d ops.DeadLetter) [][2]string {
 	return append(out, [2]string{"passed", passed})
 }
 
-// ConflictsCmd inspects hookbridge.conflicts.
-type ConflictsCmd struct {
-	List    ConflictsListCmd    `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
-	Show    ConflictsShowCmd    `cmd:"" help:"Show one conflict with both bodies: the original (read back from HOOKS) and the rejected one."`
-	Resolve ConflictsResolveCmd `cmd:"" help:"Mark one conflict resolved (the row is kept)."`
+// conflictsCmd inspects hookbridge.conflicts.
+type conflictsCmd struct {
+	List    conflictsListCmd    `cmd:"" default:"withargs" help:"List conflicts, without bodies."`
+	Show    conflictsShowCmd    `cmd:"" help:"Show one conflict with both bodies: the original (read back from HOOKS) and the rejected one."`
+	Resolve conflictsResolveCmd `cmd:"" help:"Mark one conflict resolved (the row is kept)."`
 }
 
-// ConflictsListCmd lists conflicts.
-type ConflictsListCmd struct {
+// conflictsListCmd lists conflicts.
+type conflictsListCmd struct {
 	Limit int  `help:"At most this many rows (newest first)." default:"100"`
 	JSON  bool `help:"Print JSON."`
 	dbFlags
 }
 
 // Run implements `conflicts list`.
-func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *conflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withPool(ctx, g, rt, func(pool *pgxpool.Pool) error {
 		stored, err := (&ops.Ops{Pool: pool}).ListConflicts(ctx, ops.ConflictPage{Resolved: store.AnyResolved, Limit: max(c.Limit, 1)})
 		if err != nil {
@@ -163,8 +163,8 @@ func (c *ConflictsListCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 	})
 }
 
-// ConflictsShowCmd shows one conflict.
-type ConflictsShowCmd struct {
+// conflictsShowCmd shows one conflict.
+type conflictsShowCmd struct {
 	ID   int64 `arg:"" help:"Conflict id (from list)."`
 	JSON bool  `help:"Print JSON."`
 	natsFlags
@@ -185,7 +185,7 @@ type conflictJSON struct {
 // Run implements `conflicts show`: both bodies, as the console shows
 // them. The original is read back from HOOKS; without JetStream the
 // rejected body is still printed, and why the original is not.
-func (c *ConflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *conflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
 		o := &ops.Ops{Pool: pool, Consumers: app.OpsConsumers(cfg, rt.handlers)}
 		js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)

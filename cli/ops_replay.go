@@ -14,8 +14,8 @@ import (
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
-// ReplayCmd re-delivers stored webhooks to one consumer.
-type ReplayCmd struct {
+// replayCmd re-delivers stored webhooks to one consumer.
+type replayCmd struct {
 	Consumer    string `help:"Consumer to replay to (its name in the configuration)." required:""`
 	FromSeq     uint64 `name:"from-seq" help:"First HOOKS stream sequence."`
 	ToSeq       uint64 `name:"to-seq" help:"Last HOOKS stream sequence."`
@@ -36,7 +36,7 @@ type ReplayCmd struct {
 const progressEvery = 2 * time.Second
 
 // Run implements the replay command.
-func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *replayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -83,7 +83,7 @@ func (c *ReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 }
 
 // selectors reads the flags.
-func (c *ReplayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
+func (c *replayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
 	since, err := ops.ParseWhen(c.Since, now)
 	if err != nil {
 		return ops.ReplaySelectors{}, fmt.Errorf("--since: %w", err)

@@ -11,8 +11,8 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 )
 
-// StatusCmd prints how far behind everything is.
-type StatusCmd struct {
+// statusCmd prints how far behind everything is.
+type statusCmd struct {
 	JSON bool `help:"Print JSON."`
 	natsFlags
 	allFlags
@@ -20,7 +20,7 @@ type StatusCmd struct {
 
 // Run implements the status command. Without a way to reach JetStream it
 // still prints the Postgres part, then fails with the reason.
-func (c *StatusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *statusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
 		st := app.NewStatus()
 		if err := st.ReadPostgres(ctx, pool); err != nil {

@@ -32,7 +32,7 @@ import (
 // environment, and returns what it printed on stdout.
 func runOps(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	var cli CLI
+	var cli cliCommands
 	parser, err := kong.New(&cli, kong.Name("hookbridge"), kong.Exit(func(code int) { t.Fatalf("command line exited with %d", code) }))
 	if err != nil {
 		t.Fatal(err)

@@ -283,7 +283,7 @@ func TestREADMECommandTableNamesEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	var cli CLI
+	var cli cliCommands
 	parser, err := kong.New(&cli, kong.Name("hookbridge"))
 	if err != nil {
 		t.Fatal(err)

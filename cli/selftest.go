@@ -14,9 +14,9 @@ import (
 	"github.com/hookbridge/hookbridge/internal/selftest"
 )
 
-// SelftestCmd runs the acceptance protocol against a running deployment,
+// selftestCmd runs the acceptance protocol against a running deployment,
 // through the self-test's own source and consumer.
-type SelftestCmd struct {
+type selftestCmd struct {
 	URL     string        `help:"Base URL of the ingress (default: http://<http-addr>)."`
 	JSON    bool          `name:"json" help:"Print the report as JSON."`
 	Cleanup bool          `help:"Remove the run's rows and relayed messages afterwards (they are kept under the run id otherwise), and the self-test's durable on HOOKS unless a serve consumes from it."`
@@ -36,7 +36,7 @@ type selftestOutput struct {
 
 // Run implements the selftest command. It fails (exit 1) unless every
 // check holds.
-func (c *SelftestCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *selftestCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -120,7 +120,7 @@ func (c *SelftestCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	return nil
 }
 
-func (c *SelftestCmd) cleanupOnly(ctx context.Context, rt *runtime, target selftest.Target) error {
+func (c *selftestCmd) cleanupOnly(ctx context.Context, rt *runtime, target selftest.Target) error {
 	if c.RunID == "" {
 		return errors.New("selftest: --cleanup-only needs --run-id")
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 )
 
-// SendCmd sends one signed webhook, as a sender would.
-type SendCmd struct {
+// sendCmd sends one signed webhook, as a sender would.
+type sendCmd struct {
 	Source string `help:"Source to send as." default:"demo"`
 	Type   string `help:"Event type, e.g. order.created." required:""`
 	Data   string `help:"JSON object for the body's data field." default:"{}"`
@@ -32,7 +32,7 @@ type SendCmd struct {
 }
 
 // Run implements the send command.
-func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *sendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	cfg, err := g.load(rt)
 	if err != nil {
 		return err
@@ -75,7 +75,7 @@ func (c *SendCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 
 // body is the Standard Webhooks body send posts: the same flags always
 // give the same bytes.
-func (c *SendCmd) body() ([]byte, error) {
+func (c *sendCmd) body() ([]byte, error) {
 	if !json.Valid([]byte(c.Data)) {
 		return nil, fmt.Errorf("send: --data is not valid JSON")
 	}
@@ -111,7 +111,7 @@ func standardRequest(ctx context.Context, url, secret, id string, ts time.Time, 
 	return req, nil
 }
 
-func (c *SendCmd) baseURL(cfg app.Config) string {
+func (c *sendCmd) baseURL(cfg app.Config) string {
 	if c.URL != "" {
 		return strings.TrimSuffix(c.URL, "/")
 	}

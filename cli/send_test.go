@@ -108,7 +108,7 @@ func TestSendRepeatIsADuplicateAndExitFollowsTheAnswer(t *testing.T) {
 // same bytes, whenever they are sent.
 func TestSendBodyIsStable(t *testing.T) {
 	t.Parallel()
-	c := SendCmd{Type: "order.created", Data: `{"a": 1}`, Timestamp: "1970-01-01T00:00:00Z"}
+	c := sendCmd{Type: "order.created", Data: `{"a": 1}`, Timestamp: "1970-01-01T00:00:00Z"}
 	a, err := c.body()
 	if err != nil {
 		t.Fatal(err)

@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// VersionCmd prints the build's version.
-type VersionCmd struct {
+// versionCmd prints the build's version.
+type versionCmd struct {
 	JSON bool `help:"Print JSON."`
 }
 
@@ -67,7 +67,7 @@ func readBuildVersion() buildVersion {
 }
 
 // Run implements the version command.
-func (c *VersionCmd) Run(rt *runtime) error {
+func (c *versionCmd) Run(rt *runtime) error {
 	v := readBuildVersion()
 	if c.JSON {
 		return writeJSON(rt.stdout, v)
@@ -86,8 +86,8 @@ func (c *VersionCmd) Run(rt *runtime) error {
 	return nil
 }
 
-// HealthcheckCmd asks the local hookbridge whether it is ready.
-type HealthcheckCmd struct {
+// healthcheckCmd asks the local hookbridge whether it is ready.
+type healthcheckCmd struct {
 	URL     string        `help:"Readiness URL (default: http://<http_addr>/readyz, a 0.0.0.0 or [::] host asked on loopback)."`
 	Timeout time.Duration `help:"Give up after this long." default:"3s"`
 	httpFlags
@@ -96,7 +96,7 @@ type HealthcheckCmd struct {
 // Run implements the healthcheck command: exit 0 when /readyz answers 200.
 // The distroless image has no shell or curl, so its HEALTHCHECK runs the
 // binary itself.
-func (c *HealthcheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
+func (c *healthcheckCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	url := c.URL
 	if url == "" {
 		cfg, err := g.load(rt)
