@@ -500,6 +500,11 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	c.validateTelemetry(bad)
 	sources := c.validateSources(env, bad)
 	c.validateConsumers(handlers, sources, bad)
+	// Endpoints are checked here too, so that config check and a start
+	// with a wrong endpoint fail before any role runs, naming it.
+	if _, err := c.Delivery.resolved(env); err != nil {
+		errs = append(errs, fmt.Errorf("config: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
