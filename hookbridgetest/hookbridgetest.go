@@ -174,17 +174,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 	}
 }
 
-// AwaitCount runs a count(*) query until it counts want or a minute
-// passes, and returns the count it read last, for the caller to assert
-// on: the rows of an asynchronous apply or publish take their time on a
-// loaded machine, and a miss still reports the real figure.
+// AwaitCount runs a count(*) query until it counts want, and returns
+// it: the rows of an asynchronous apply or publish take their time on a
+// loaded machine. After a minute without the count it fails the test,
+// naming the query and the count it read last, so a caller that goes on
+// never asserts on a state that was not reached.
 func (d *Database) AwaitCount(t testing.TB, want int, query string, args ...any) int {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		n := d.Count(t, query, args...)
-		if n == want || time.Now().After(deadline) {
+		if n == want {
 			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute %q counts %d, want %d", query, n, want)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
