@@ -82,14 +82,12 @@ func resolvedRelay(r RelayConfig) RelayConfig {
 }
 
 // resolved gives the source the tolerance its verifier applies (the
-// default for the schemes that sign a timestamp, see [verify.Options];
-// none, 0, for those that sign none: github, shopify, hmac without a
-// timestamp header) and the ordering key the ingress reads.
+// scheme's default for one that signs a timestamp; none, 0, for one that
+// signs none: see [verify.Scheme.Tolerance]) and the ordering key the
+// ingress reads.
 func (s SourceConfig) resolved() SourceConfig {
-	signsTime := s.Scheme == verify.SchemeStandardWebhooks || s.Scheme == verify.SchemeStripe ||
-		s.Scheme == verify.SchemeSlack || (s.Scheme == verify.SchemeHMAC && s.HMAC.TimestampHeader != "")
-	if s.Tolerance == 0 && signsTime {
-		s.Tolerance = verify.DefaultTolerance
+	if sc, ok := verify.LookupScheme(s.Scheme); ok && s.Tolerance == 0 {
+		s.Tolerance = sc.Tolerance(verify.HMACConfig(s.HMAC))
 	}
 	if s.Scheme == verify.SchemeHMAC && s.HMAC.TimestampHeader != "" && s.HMAC.Tolerance == 0 {
 		s.HMAC.Tolerance = s.Tolerance

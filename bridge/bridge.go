@@ -43,13 +43,15 @@ type Source struct {
 	// and counted (TraceReceiveEndData.Unkeyed). Nil: no key.
 	OrderingKey *Field
 	// Challenge answers the sender's endpoint-verification handshake, if
-	// it has one. Nil means the default for the verifier: Slack's
-	// url_verification for a *verify.Slack, none otherwise.
+	// it has one. Nil means the default for the verifier's scheme
+	// ([verify.SchemeOf], [ChallengeFor]): Slack's url_verification for a
+	// *verify.Slack, none otherwise.
 	Challenge Challenge
 
-	// slack marks a source with a *verify.Slack verifier, whose id-less
-	// notices get an id of their own (slackNotice).
-	slack bool
+	// scheme is the verifier's scheme (nil for a verifier verify does not
+	// describe), whose id-less notices get an id of their own
+	// (verify.Scheme.NoticeID).
+	scheme *verify.Scheme
 }
 
 // Options configure the ingress handler.
@@ -236,10 +238,10 @@ func (h *Handler) addSource(s Source) error {
 			return fmt.Errorf("source %q: ordering key: %w", s.Name, err)
 		}
 	}
+	s.scheme = verify.SchemeOf(s.Verifier)
 	if s.Challenge == nil {
-		s.Challenge = defaultChallenge(s.Verifier)
+		s.Challenge = challengeOf(s.scheme)
 	}
-	_, s.slack = s.Verifier.(*verify.Slack)
 	h.sources[s.Name] = s
 	return nil
 }
@@ -483,8 +485,9 @@ func identify(src Source, header http.Header, media string, body []byte) (identi
 	var ident identity
 	ident.id, _ = src.EventID.extract(header, doc)
 	ident.typ, _ = src.EventType.extract(header, doc)
-	if ident.id == "" && src.slack {
-		if nid, ntyp, ok := slackNotice(doc); ok {
+	if ident.id == "" && src.scheme != nil {
+		read := func(ptr string) (string, bool) { return jsonLookup(doc, ptr) }
+		if nid, ntyp, ok := src.scheme.NoticeID(read); ok {
 			ident.id, ident.typ = nid, ntyp
 		}
 	}

@@ -1,9 +1,6 @@
 package bridge
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -26,80 +23,47 @@ type ChallengeAnswer struct {
 	Body        []byte
 }
 
-// slackHandshake is the type of Slack's Events API endpoint check.
-const slackHandshake = "url_verification"
-
 // SlackChallenge answers Slack's url_verification: a signed body
 // {"type":"url_verification","challenge":"…"} is answered with
 // {"challenge":"…"} as JSON, one of the forms Slack accepts.
-func SlackChallenge(_ http.Header, body []byte) (*ChallengeAnswer, error) {
-	// Every Slack event would otherwise be decoded twice; only a body that
-	// mentions the handshake type can be one.
-	if !bytes.Contains(body, []byte(slackHandshake)) {
-		return nil, nil
-	}
-	var msg struct {
-		Type      string  `json:"type"`
-		Challenge *string `json:"challenge"`
-	}
-	if err := json.Unmarshal(body, &msg); err != nil || msg.Type != slackHandshake {
-		// Not a handshake (or not JSON): the event id and type checks
-		// that follow give the precise answer.
-		return nil, nil
-	}
-	if msg.Challenge == nil || *msg.Challenge == "" {
-		return nil, fmt.Errorf("%w: url_verification without a challenge", errBadRequest)
-	}
-	out, err := json.Marshal(struct {
-		Challenge string `json:"challenge"`
-	}{*msg.Challenge})
-	if err != nil {
-		return nil, errors.New("cannot encode challenge")
-	}
-	return &ChallengeAnswer{ContentType: "application/json", Body: out}, nil
+func SlackChallenge(header http.Header, body []byte) (*ChallengeAnswer, error) {
+	s, _ := verify.LookupScheme(verify.SchemeSlack)
+	return answerHandshake(s, header, body)
 }
 
-// slackRateLimited is the type of the notice Slack sends, instead of
-// events, while an app is over the Events API rate limit:
-// {"token":…,"type":"app_rate_limited","team_id":"T…",
-// "minute_rate_limited":1518467820,"api_app_id":"A…"}. It carries no
-// event_id, and Slack counts a non-2xx answer as a failing endpoint.
-const slackRateLimited = "app_rate_limited"
-
-// slackNotice gives Slack's id-less app_rate_limited notice an id of its
-// own, so it is published like an event (type app_rate_limited) instead
-// of being refused: "app_rate_limited:<api_app_id>:<team_id>:<minute>".
-// The id is derived only from signed fields, so a repeat of the same
-// notice is a duplicate. Any other body is not a notice.
-func slackNotice(doc []byte) (id, typ string, ok bool) {
-	if t, _ := jsonLookup(doc, "/type"); t != slackRateLimited {
-		return "", "", false
-	}
-	minute, ok := jsonLookup(doc, "/minute_rate_limited")
-	if !ok || minute == "" {
-		return "", "", false
-	}
-	app, _ := jsonLookup(doc, "/api_app_id")
-	team, _ := jsonLookup(doc, "/team_id")
-	return slackRateLimited + ":" + app + ":" + team + ":" + minute, slackRateLimited, true
-}
-
-// ChallengeFor returns the handshake of a scheme's senders, or nil when
-// they have none. Only Slack has one.
+// ChallengeFor returns the handshake of a scheme's senders
+// ([verify.Scheme.Handshake]), or nil when they have none. Only Slack has
+// one.
 func ChallengeFor(scheme string) Challenge {
-	if scheme == verify.SchemeSlack {
-		return SlackChallenge
+	s, ok := verify.LookupScheme(scheme)
+	if !ok {
+		return nil
 	}
-	return nil
+	return challengeOf(s)
 }
 
-// defaultChallenge is [ChallengeFor] by verifier type, for sources built
-// without a scheme name at hand.
-func defaultChallenge(v verify.Verifier) Challenge {
-	if _, ok := v.(*verify.Slack); ok {
-		return SlackChallenge
+// challengeOf is s's handshake as a Challenge, nil for none (or no
+// scheme: a verifier of a kind verify does not describe).
+func challengeOf(s *verify.Scheme) Challenge {
+	if s == nil || !s.HasHandshake() {
+		return nil
 	}
-	return nil
+	return func(header http.Header, body []byte) (*ChallengeAnswer, error) {
+		return answerHandshake(s, header, body)
+	}
+}
+
+// answerHandshake is s's handshake answer as a ChallengeAnswer; a
+// handshake it cannot answer is a bad request (400).
+func answerHandshake(s *verify.Scheme, header http.Header, body []byte) (*ChallengeAnswer, error) {
+	a, err := s.Handshake(header, body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadRequest, err)
+	}
+	if a == nil {
+		return nil, nil
+	}
+	return &ChallengeAnswer{ContentType: a.ContentType, Body: a.Body}, nil
 }
 
 func writeChallenge(w http.ResponseWriter, a *ChallengeAnswer) {

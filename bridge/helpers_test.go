@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,37 +135,24 @@ func (s scheme) source(t testing.TB) bridge.Source {
 	return bridge.Source{Name: s.name, Verifier: v, EventID: id, EventType: typ}
 }
 
-// sign adds the signature headers a sender holding secret would add at ts.
-// Standard Webhooks signs the Webhook-Id already in h.
+// sign adds the signature headers a sender holding secret would add at ts,
+// made by the scheme's own signer (verify.SignHeaders). Standard Webhooks
+// signs the Webhook-Id already in h, and signs an empty id when h has
+// none, which then stays absent.
 func (s scheme) sign(t testing.TB, secret string, ts time.Time, h http.Header, body []byte) {
 	t.Helper()
-	unix := strconv.FormatInt(ts.Unix(), 10)
-	switch s.name {
-	case verify.SchemeStandardWebhooks:
-		sig, err := verify.SignStandard(secret, h.Get(verify.StandardHeaderID), ts, body)
-		if err != nil {
-			t.Fatal(err)
+	var cfg verify.HMACConfig
+	if s.name == verify.SchemeHMAC {
+		cfg = hmacConfig
+	}
+	signed, err := verify.SignHeaders(s.name, secret, h.Get(verify.StandardHeaderID), ts, body, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range signed {
+		if k != verify.StandardHeaderID {
+			h[k] = vs
 		}
-		h.Set(verify.StandardHeaderTimestamp, unix)
-		h.Set(verify.StandardHeaderSignature, sig)
-	case verify.SchemeGitHub:
-		h.Set(verify.GitHubHeaderSignature, verify.SignGitHub(secret, body))
-	case verify.SchemeStripe:
-		h.Set(verify.StripeHeaderSignature, verify.SignStripe(secret, ts, body))
-	case verify.SchemeShopify:
-		h.Set(verify.ShopifyHeaderHMAC, verify.SignShopify(secret, body))
-	case verify.SchemeSlack:
-		h.Set(verify.SlackHeaderTimestamp, unix)
-		h.Set(verify.SlackHeaderSignature, verify.SignSlack(secret, ts, body))
-	case verify.SchemeHMAC:
-		sig, err := verify.SignHMAC(secret, hmacConfig, ts, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.Set(hmacConfig.Header, sig)
-		h.Set(hmacConfig.TimestampHeader, unix)
-	default:
-		t.Fatalf("sign: unknown scheme %q", s.name)
 	}
 }
 

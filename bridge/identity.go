@@ -11,8 +11,10 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 )
 
-// Field says where a value (event id or type) is found in a verified
-// delivery: a request header, or a JSON pointer (RFC 6901) into the body.
+// Field says where a value (event id, type or ordering key) is found in a
+// verified delivery: a request header, or a JSON pointer (RFC 6901) into
+// the body. It is the ingress's reading of a [verify.Location], and
+// converts from one.
 // Exactly one of Header and Pointer is set. Suffix, when set, is a JSON
 // pointer whose value, if present, is appended after a dot (GitHub's
 // "issues" + action "opened" = "issues.opened"). AltHeader, with Header
@@ -115,28 +117,20 @@ func jsonDocument(media string, body []byte) ([]byte, error) {
 }
 
 // DefaultFields says where each scheme's senders put the event id and
-// type, following the providers' documentation.
+// type, following the providers' documentation: the scheme's
+// [verify.Scheme.EventID] and [verify.Scheme.EventType]. An unknown
+// scheme gets the body's /id and /type.
 func DefaultFields(scheme string) (id, typ Field) {
-	switch scheme {
-	case verify.SchemeStandardWebhooks:
-		// The id read is the one the verifier checked: webhook-id, or
-		// svix-id when the delivery uses Svix's header names (the rule of
-		// verify.StandardHeaderSet).
-		return Field{Header: verify.StandardHeaderID, AltHeader: verify.SvixHeaderID}, Field{Pointer: "/type"}
-	case verify.SchemeGitHub:
-		return Field{Header: "X-GitHub-Delivery"}, Field{Header: "X-GitHub-Event", Suffix: "/action"}
-	case verify.SchemeShopify:
-		return Field{Header: "X-Shopify-Webhook-Id"}, Field{Header: "X-Shopify-Topic"}
-	case verify.SchemeSlack:
-		return Field{Pointer: "/event_id"}, Field{Pointer: "/event/type"}
-	default: // stripe, and a starting point for hmac
+	s, ok := verify.LookupScheme(scheme)
+	if !ok {
 		return Field{Pointer: "/id"}, Field{Pointer: "/type"}
 	}
+	return Field(s.EventID()), Field(s.EventType())
 }
 
 // DefaultOrderingKey says where a scheme's senders name the entity an
-// event is about, when the provider has one obvious id for it, and nil
-// otherwise:
+// event is about, when the provider has one obvious id for it
+// ([verify.Scheme.OrderingKey]), and nil otherwise:
 //
 //   - stripe: the event's object, data.object.id (an invoice, a
 //     subscription, a customer): its events apply in order.
@@ -147,11 +141,14 @@ func DefaultFields(scheme string) (id, typ Field) {
 //     a message or a user; Standard Webhooks leaves the payload to the
 //     sender. Set ordering_key on the source.
 func DefaultOrderingKey(scheme string) *Field {
-	switch scheme {
-	case verify.SchemeStripe:
-		return &Field{Pointer: "/data/object/id"}
-	case verify.SchemeShopify:
-		return &Field{Pointer: "/admin_graphql_api_id"}
+	s, ok := verify.LookupScheme(scheme)
+	if !ok {
+		return nil
 	}
-	return nil
+	key, ok := s.OrderingKey()
+	if !ok {
+		return nil
+	}
+	f := Field(key)
+	return &f
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,4 +152,31 @@ func TestSchemesShareOneHandler(t *testing.T) {
 	wantMsgs(t, in, 0)
 	wantCode(t, in.post(t, verify.SchemeGitHub, h, body), http.StatusAccepted)
 	wantMsgs(t, in, 1)
+}
+
+// TestSchemeTableCoversEveryScheme: the end-to-end tables of this package
+// run every registered scheme (a new scheme's file comes with its sample
+// here), and what each sample says of its timestamp is what the scheme's
+// descriptor says.
+func TestSchemeTableCoversEveryScheme(t *testing.T) {
+	t.Parallel()
+	var names []string
+	for _, sc := range schemes {
+		names = append(names, sc.name)
+		s, ok := verify.LookupScheme(sc.name)
+		if !ok {
+			t.Errorf("%s: no such scheme", sc.name)
+			continue
+		}
+		var cfg verify.HMACConfig
+		if sc.name == verify.SchemeHMAC {
+			cfg = hmacConfig
+		}
+		if signs := s.Tolerance(cfg) > 0; signs != sc.timestamped {
+			t.Errorf("%s: the descriptor's Tolerance %v, the sample says timestamped = %v", sc.name, s.Tolerance(cfg), sc.timestamped)
+		}
+	}
+	if want := verify.Schemes(); !slices.Equal(names, want) {
+		t.Errorf("samples for %v, schemes registered %v", names, want)
+	}
 }

@@ -9,6 +9,29 @@ import (
 	"time"
 )
 
+// SchemeGitHub is GitHub's scheme: a hex HMAC-SHA256 of the body in
+// X-Hub-Signature-256, the event id and type in its own headers.
+const SchemeGitHub = "github"
+
+func init() {
+	register(&Scheme{
+		name:     SchemeGitHub,
+		rank:     20,
+		verifier: func(secrets []string, _ Options) (Verifier, error) { return built(NewGitHub(secrets)) },
+		owns:     is[*GitHub],
+		sign: func(secret, _ string, _ time.Time, body []byte, _ HMACConfig) (http.Header, error) {
+			return header(GitHubHeaderSignature, SignGitHub(secret, body)), nil
+		},
+		// No timestamp is signed: see GitHub.
+		id: Location{Header: "X-GitHub-Delivery"},
+		// "issues" + action "opened" = "issues.opened"; a push has no
+		// action and stays "push".
+		typ: Location{Header: "X-GitHub-Event", Suffix: "/action"},
+		// None: a delivery is about one of many kinds of things (an
+		// issue, a push, a check run).
+	})
+}
+
 // GitHubHeaderSignature carries GitHub's "sha256=<hex>" signature. The
 // legacy SHA-1 X-Hub-Signature header is deliberately not accepted.
 const GitHubHeaderSignature = "X-Hub-Signature-256"

@@ -13,6 +13,42 @@ import (
 	"time"
 )
 
+// SchemeHMAC is the generic scheme: a plain HMAC of the body (or of
+// "timestamp.body") in one header, as [HMACConfig] describes, for
+// sources none of the named schemes fit.
+const SchemeHMAC = "hmac"
+
+func init() {
+	register(&Scheme{
+		name: SchemeHMAC,
+		// Last: the generic scheme, for what no named one fits.
+		rank: 1000,
+		verifier: func(secrets []string, opts Options) (Verifier, error) {
+			cfg := opts.HMAC
+			// A general Tolerance only reaches a config that signs a
+			// timestamp, like github ignoring it; an explicit
+			// HMAC.Tolerance without a timestamp header is still
+			// refused by NewHMAC.
+			if cfg.Tolerance == 0 && cfg.TimestampHeader != "" {
+				cfg.Tolerance = opts.Tolerance
+			}
+			return built(NewHMAC(secrets, cfg))
+		},
+		owns: is[*HMAC],
+		tolerance: func(cfg HMACConfig) time.Duration {
+			if cfg.TimestampHeader == "" {
+				return 0
+			}
+			return DefaultTolerance
+		},
+		sign: signHMACHeaders,
+		// A starting point: most such providers put both in the body,
+		// and a source says where its own put them.
+		id:  Location{Pointer: "/id"},
+		typ: Location{Pointer: "/type"},
+	})
+}
+
 // HMACConfig describes a provider that signs with a plain HMAC in one
 // header, for sources none of the named schemes fit.
 type HMACConfig struct {
@@ -203,6 +239,24 @@ func (s *hmacSpec) signed(ts string, body []byte) [][]byte {
 		return [][]byte{body}
 	}
 	return [][]byte{[]byte(ts), dot, body}
+}
+
+// signHMACHeaders is scheme hmac's signer for [SignHeaders]: the
+// signature in cfg.Header and, with cfg.TimestampHeader, ts there.
+func signHMACHeaders(secret, _ string, ts time.Time, body []byte, cfg HMACConfig) (http.Header, error) {
+	spec, err := cfg.compile()
+	if err != nil {
+		return nil, err
+	}
+	sig, err := SignHMAC(secret, cfg, ts, body)
+	if err != nil {
+		return nil, err
+	}
+	h := header(spec.header, sig)
+	if spec.tsHeader != "" {
+		h.Set(spec.tsHeader, unixText(ts))
+	}
+	return h, nil
 }
 
 // SignHMAC returns the value of cfg.Header for body, for senders and

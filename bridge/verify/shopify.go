@@ -8,6 +8,28 @@ import (
 	"time"
 )
 
+// SchemeShopify is Shopify's scheme: a base64 HMAC-SHA256 of the body in
+// X-Shopify-Hmac-Sha256, the event id and topic in its own headers.
+const SchemeShopify = "shopify"
+
+func init() {
+	register(&Scheme{
+		name:     SchemeShopify,
+		rank:     40,
+		verifier: func(secrets []string, _ Options) (Verifier, error) { return built(NewShopify(secrets)) },
+		owns:     is[*Shopify],
+		sign: func(secret, _ string, _ time.Time, body []byte, _ HMACConfig) (http.Header, error) {
+			return header(ShopifyHeaderHMAC, SignShopify(secret, body)), nil
+		},
+		// No timestamp is signed: see Shopify.
+		id:  Location{Header: "X-Shopify-Webhook-Id"},
+		typ: Location{Header: "X-Shopify-Topic"},
+		// The resource's GraphQL id ("gid://shopify/Order/1") is unique
+		// across resource kinds, unlike the numeric id.
+		key: &Location{Pointer: "/admin_graphql_api_id"},
+	})
+}
+
 // ShopifyHeaderHMAC carries Shopify's base64 HMAC-SHA256 of the body.
 const ShopifyHeaderHMAC = "X-Shopify-Hmac-Sha256"
 

@@ -19,41 +19,22 @@ func SignHeaders(scheme, secret, id string, ts time.Time, body []byte, hmac HMAC
 	if scheme != SchemeHMAC && !hmac.isZero() {
 		return nil, fmt.Errorf("verify: HMAC options given for scheme %q; they apply to %q only", scheme, SchemeHMAC)
 	}
-	unix := strconv.FormatInt(ts.Unix(), 10)
-	h := http.Header{}
-	switch scheme {
-	case SchemeStandardWebhooks:
-		sig, err := SignStandard(secret, id, ts, body)
-		if err != nil {
-			return nil, err
-		}
-		h.Set(StandardHeaderID, id)
-		h.Set(StandardHeaderTimestamp, unix)
-		h.Set(StandardHeaderSignature, sig)
-	case SchemeGitHub:
-		h.Set(GitHubHeaderSignature, SignGitHub(secret, body))
-	case SchemeStripe:
-		h.Set(StripeHeaderSignature, SignStripe(secret, ts, body))
-	case SchemeShopify:
-		h.Set(ShopifyHeaderHMAC, SignShopify(secret, body))
-	case SchemeSlack:
-		h.Set(SlackHeaderTimestamp, unix)
-		h.Set(SlackHeaderSignature, SignSlack(secret, ts, body))
-	case SchemeHMAC:
-		spec, err := hmac.compile()
-		if err != nil {
-			return nil, err
-		}
-		sig, err := SignHMAC(secret, hmac, ts, body)
-		if err != nil {
-			return nil, err
-		}
-		h.Set(spec.header, sig)
-		if spec.tsHeader != "" {
-			h.Set(spec.tsHeader, unix)
-		}
-	default:
+	s, ok := LookupScheme(scheme)
+	if !ok {
 		return nil, fmt.Errorf("verify: unknown scheme %q (have %v)", scheme, Schemes())
 	}
-	return h, nil
+	return s.sign(secret, id, ts, body, hmac)
 }
+
+// header is a header with each name (canonicalised, as Header.Set does)
+// set to the value after it.
+func header(kv ...string) http.Header {
+	h := make(http.Header, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// unixText is a signed timestamp as the schemes send it: Unix seconds.
+func unixText(ts time.Time) string { return strconv.FormatInt(ts.Unix(), 10) }

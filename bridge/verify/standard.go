@@ -12,6 +12,37 @@ import (
 	"time"
 )
 
+// SchemeStandardWebhooks is the Standard Webhooks scheme
+// (https://www.standardwebhooks.com/), which hookbridge's own senders
+// use: a base64 HMAC-SHA256 of "id.timestamp.body", the id signed in its
+// own header, the event type in the body.
+const SchemeStandardWebhooks = "standard-webhooks"
+
+func init() {
+	register(&Scheme{
+		name: SchemeStandardWebhooks,
+		rank: 10,
+		verifier: func(secrets []string, opts Options) (Verifier, error) {
+			return built(NewStandardWebhooks(secrets, opts.Tolerance))
+		},
+		owns:      is[*StandardWebhooks],
+		tolerance: always(DefaultTolerance),
+		sign: func(secret, id string, ts time.Time, body []byte, _ HMACConfig) (http.Header, error) {
+			sig, err := SignStandard(secret, id, ts, body)
+			if err != nil {
+				return nil, err
+			}
+			return header(StandardHeaderID, id, StandardHeaderTimestamp, unixText(ts), StandardHeaderSignature, sig), nil
+		},
+		// The id read is the one the verifier checked: webhook-id, or
+		// svix-id when the delivery uses Svix's header names (the rule
+		// of StandardHeaderSet).
+		id:  Location{Header: StandardHeaderID, AltHeader: SvixHeaderID},
+		typ: Location{Pointer: "/type"},
+		// None: the payload is the sender's to shape.
+	})
+}
+
 // Standard Webhooks header names (https://www.standardwebhooks.com/).
 const (
 	StandardHeaderID        = "Webhook-Id"
@@ -58,9 +89,6 @@ func StandardHeaderSet(h http.Header) StandardHeaders {
 // StandardID is the signed message id of a Standard Webhooks delivery,
 // from the header set [StandardHeaderSet] picks.
 func StandardID(h http.Header) string { return h.Get(StandardHeaderSet(h).ID) }
-
-// DefaultTolerance is how far a signed timestamp may be from now.
-const DefaultTolerance = 5 * time.Minute
 
 // standardSecretPrefix marks a Standard Webhooks secret as base64.
 const standardSecretPrefix = "whsec_"

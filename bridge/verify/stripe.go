@@ -10,6 +10,30 @@ import (
 	"time"
 )
 
+// SchemeStripe is Stripe's scheme: a hex HMAC-SHA256 of "<t>.<body>" in
+// Stripe-Signature, the event id and type in the body.
+const SchemeStripe = "stripe"
+
+func init() {
+	register(&Scheme{
+		name: SchemeStripe,
+		rank: 30,
+		verifier: func(secrets []string, opts Options) (Verifier, error) {
+			return built(NewStripe(secrets, opts.Tolerance))
+		},
+		owns:      is[*Stripe],
+		tolerance: always(DefaultTolerance),
+		sign: func(secret, _ string, ts time.Time, body []byte, _ HMACConfig) (http.Header, error) {
+			return header(StripeHeaderSignature, SignStripe(secret, ts, body)), nil
+		},
+		id:  Location{Pointer: "/id"},
+		typ: Location{Pointer: "/type"},
+		// The event's object (an invoice, a subscription, a customer):
+		// its events apply in order.
+		key: &Location{Pointer: "/data/object/id"},
+	})
+}
+
 // StripeHeaderSignature carries "t=<unix>,v1=<hex>[,v1=<hex>...]".
 const StripeHeaderSignature = "Stripe-Signature"
 

@@ -1,9 +1,27 @@
-// Package verify checks webhook signatures over the raw request body.
+// Package verify checks webhook signatures over the raw request body, and
+// makes them.
 //
-// Each scheme (Standard Webhooks, GitHub, Stripe, …) is a small [Verifier]
-// with no I/O: it sees the request headers, the exact body bytes and the
-// current time, and answers nil or an error that says why the request is not
-// trusted. Nothing here parses the body as JSON before the signature passed.
+// Each scheme (Standard Webhooks, GitHub, Stripe, Shopify, Slack and a
+// configurable HMAC) is a small [Verifier] with no I/O: it sees the
+// request headers, the exact body bytes and the current time, and answers
+// nil or an error that says why the request is not trusted ([Reason] gives
+// it a short label for logs and metrics). The package uses the standard
+// library only.
+//
+// A receiver builds a scheme's verifier from its configured secrets with
+// [New] and calls Verify on each delivery; a sender (or a test) signs with
+// [SignHeaders], the one signer for every scheme. [Schemes] lists the
+// names they accept.
+//
+// Everything else the ingress knows of a scheme is in its [Scheme]
+// descriptor, registered from the scheme's own file: whether it signs a
+// timestamp ([Scheme.Tolerance]), where its senders put the event id and
+// type and the entity an event is about ([Location]), its endpoint
+// handshake and its id-less notices. Adding a scheme is one file and its
+// test.
+//
+// Nothing here parses the body as JSON before the signature passed: a
+// handshake or notice is read from a body that already verified.
 package verify
 
 import (
