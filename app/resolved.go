@@ -1,7 +1,6 @@
 package app
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/hookbridge/hookbridge/bridge"
@@ -111,14 +110,14 @@ func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (Consumer
 	if err != nil {
 		return cc, err
 	}
-	o, err := engine.Options{
+	o := engine.Options{
 		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
 		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
 		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,
 		PostponeLimit: cc.PostponeLimit, Partitions: c.ConsumerPartitions(&cc),
 	}.WithDefaults()
-	if err != nil {
-		return cc, fmt.Errorf("consumer %s: %w", cc.Name, err)
+	if err := o.Validate(); err != nil {
+		return cc, err
 	}
 	cc.EventTypes = o.EventTypes
 	cc.Concurrency, cc.BatchSize, cc.BatchWait, cc.AckWait = o.Concurrency, o.BatchSize, o.BatchWait, o.AckWait
