@@ -42,6 +42,14 @@ func (c *Config) InboxRetentionOrDefault() time.Duration {
 	return max(DefaultInboxRetention, (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge())
 }
 
+// DefaultHTTPAddr is the webhook listener's address when none is set:
+// loopback only, so that a first run exposes nothing.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
+// DefaultDataDir is where the embedded JetStream server stores when no
+// data directory is set.
+const DefaultDataDir = "./data"
+
 // DefaultAdminAddr is the admin listener's address when none is set:
 // loopback only, like the webhook address's default.
 const DefaultAdminAddr = "127.0.0.1:8081"
@@ -88,7 +96,7 @@ type Config struct {
 	// empty.
 	EmbeddedNATS EmbeddedNATSConfig `yaml:"embedded_nats"`
 
-	adminToken string // read by Validate from admin_token or admin_token_file
+	adminToken string // read by Complete from admin_token or admin_token_file
 	// dir is the configuration file's directory, which relative paths in
 	// it (sql.migrations) start at; empty when not read from a file.
 	dir string
@@ -106,7 +114,7 @@ type SelftestConfig struct {
 	SecretFile stringList `yaml:"secret_file"`
 }
 
-// AdminTokenValue is the admin token as [Config.Validate] read it (from
+// AdminTokenValue is the admin token as [Config.Complete] read it (from
 // admin_token or admin_token_file); "" leaves the admin listener off.
 func (c *Config) AdminTokenValue() string { return c.adminToken }
 
@@ -296,7 +304,8 @@ func LoadFile(path string) (Config, error) {
 // production; a map in tests).
 type Env func(key string) (string, bool)
 
-// ApplyEnv overlays HOOKBRIDGE_* variables and fills defaults.
+// ApplyEnv overlays HOOKBRIDGE_* variables (and the standard ones
+// hookbridge honours) on c. It fills no defaults: [Config.Complete] does.
 func (c *Config) ApplyEnv(env Env) {
 	set := func(dst *string, keys ...string) {
 		for _, k := range keys {
@@ -335,14 +344,21 @@ func (c *Config) ApplyEnv(env Env) {
 			}
 		}
 	}
+}
+
+// withDefaults is c with the top-level settings it leaves empty given
+// their defaults. The settings of the parts (streams, consumers, relay,
+// ingress limits) stay as configured: each part fills its own, and
+// [Config.Resolved] asks it for config check.
+func (c Config) withDefaults() Config {
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = DefaultDatabaseURL
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = "127.0.0.1:8080"
+		c.HTTPAddr = DefaultHTTPAddr
 	}
 	if c.DataDir == "" {
-		c.DataDir = "./data"
+		c.DataDir = DefaultDataDir
 	}
 	if c.AdminAddr == "" {
 		c.AdminAddr = DefaultAdminAddr
@@ -356,6 +372,18 @@ func (c *Config) ApplyEnv(env Env) {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	return c
+}
+
+// Complete fills the defaults c leaves unset, reads its secrets (the
+// admin token and each source's, from the environment and files) and
+// validates it against handlers ([Config.Validate]): what [Load] does
+// once the file, the environment and the flags are applied. A Config
+// built in code goes through it before [NewServer]. Every error names
+// its key.
+func (c *Config) Complete(env Env, handlers Handlers) error {
+	*c = c.withDefaults()
+	return errors.Join(c.readSecrets(env), c.Validate(env, handlers))
 }
 
 // NATSMaxPayload is the max_payload a NATS server needs for the largest
@@ -414,8 +442,8 @@ type Overrides struct {
 // consumer), then the self-test's source and consumer when it is enabled
 // ([Config.AddSelftest]). A program registering only handlers of its own
 // therefore starts with no consumer instead of failing on a handler it
-// does not have. The result is validated against handlers (and the
-// self-test's handler, see [WithSelftest]).
+// does not have. The result is completed ([Config.Complete]) against
+// handlers (and the self-test's handler, see [WithSelftest]).
 func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) {
 	var cfg Config
 	if path != "" {
@@ -437,7 +465,7 @@ func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) 
 		}
 	}
 	cfg.AddSelftest()
-	if err := cfg.Validate(env, WithSelftest(cfg, handlers)); err != nil {
+	if err := cfg.Complete(env, WithSelftest(cfg, handlers)); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -453,7 +481,7 @@ func (c *Config) Source(name string) *SourceConfig {
 	return nil
 }
 
-// ResolvedSecrets are the source's secrets as [Config.Validate] read them
+// ResolvedSecrets are the source's secrets as [Config.Complete] read them
 // (inline, from the environment and from files), the first one signing.
 func (s *SourceConfig) ResolvedSecrets() []string { return s.secretsRead }
 
@@ -483,22 +511,44 @@ func (cc *ConsumerConfig) Types(handlers Handlers) []string {
 // complain records a configuration error naming the offending key.
 type complain func(key, format string, args ...any)
 
-// Validate resolves the admin token and the sources' secrets (from the
-// environment and files) and checks the configuration, naming the
-// offending key in every error. The steps run in a fixed order, each
-// resolving what the checks after it read, so the errors come in the
-// order of the keys.
+// collect is a complain that appends to errs.
+func collect(errs *[]error) complain {
+	return func(key, format string, args ...any) {
+		*errs = append(*errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+}
+
+// readSecrets reads the admin token and each source's secrets, which
+// Validate checks and the ingress verifies with.
+func (c *Config) readSecrets(env Env) error {
+	var errs []error
+	bad := collect(&errs)
+	c.resolveAdminToken(bad)
+	for i := range c.Sources {
+		c.Sources[i].resolveSecrets(c.sourceKey(i), env, bad)
+	}
+	return errors.Join(errs...)
+}
+
+// sourceKey is how errors name the i-th source.
+func (c *Config) sourceKey(i int) string {
+	if c.Selftest.Enabled && c.Sources[i].Name == selftestSource {
+		return "selftest" // added by AddSelftest from the selftest block
+	}
+	return fmt.Sprintf("sources[%d]", i)
+}
+
+// Validate checks a configuration [Config.Complete] filled and read the
+// secrets of, naming the offending key in every error, and changes
+// nothing. The checks run in the order of the keys.
 func (c *Config) Validate(env Env, handlers Handlers) error {
 	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
-	}
+	bad := collect(&errs)
 	c.validateLimits(bad)
-	c.resolveAdminToken(bad)
 	c.validateAdmin(bad)
 	c.validateStreams(bad)
 	c.validateTelemetry(bad)
-	sources := c.validateSources(env, bad)
+	sources := c.validateSources(bad)
 	c.validateConsumers(handlers, sources, bad)
 	// Endpoints are checked here too, so that config check and a start
 	// with a wrong endpoint fail before any role runs, naming it.
@@ -582,16 +632,13 @@ func (c *Config) validateTelemetry(bad complain) {
 	}
 }
 
-// validateSources resolves each source's secrets and checks the source;
-// it returns the names declared, which consumers may refer to.
-func (c *Config) validateSources(env Env, bad complain) map[string]bool {
+// validateSources checks each source; it returns the names declared,
+// which consumers may refer to.
+func (c *Config) validateSources(bad complain) map[string]bool {
 	seen := map[string]bool{}
 	for i := range c.Sources {
 		s := &c.Sources[i]
-		key := fmt.Sprintf("sources[%d]", i)
-		if c.Selftest.Enabled && s.Name == selftestSource {
-			key = "selftest" // added by AddSelftest from the selftest block
-		}
+		key := c.sourceKey(i)
 		if !stream.ValidName(s.Name) {
 			bad(key+".name", "%q must be letters, digits, '-' or '_'", s.Name)
 		}
@@ -599,7 +646,6 @@ func (c *Config) validateSources(env Env, bad complain) map[string]bool {
 			bad(key+".name", "%q declared twice", s.Name)
 		}
 		seen[s.Name] = true
-		s.resolveSecrets(key, env, bad)
 		if len(s.secretsRead) == 0 {
 			bad(key+".secrets", "no secret (set secrets, secret_env or secret_file)")
 			continue // without a secret there is no verifier to check
