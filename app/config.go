@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
@@ -245,6 +247,55 @@ type ConsumerConfig struct {
 	SQL *SQLConsumerConfig `yaml:"sql"`
 }
 
+// consumerOptions are the engine.Options consumer cc runs with: serve
+// passes them to engine.New (adding its logger and tracer), Validate
+// reports what the engine refuses in them, config check prints them and
+// the operator commands replay with them. The engine's defaults are
+// filled in ([engine.Options.WithDefaults]). The error joins why the
+// handler cannot be built (Handler is then nil) and what the engine
+// refuses ([engine.Options.Validate]).
+func (c *Config) consumerOptions(cc *ConsumerConfig, handlers Handlers) (engine.Options, error) {
+	h, err := cc.NewHandler(handlers)
+	o := engine.Options{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
+		Partitions: c.ConsumerPartitions(cc), KeyedSources: c.ConsumerKeyedSources(cc)}
+	for _, s := range consumerSettings(cc, &o) {
+		s.in()
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = c.Concurrency(cc) // an SQL consumer's differs
+	}
+	o = o.WithDefaults()
+	return o, errors.Join(err, o.Validate())
+}
+
+// setting pairs a setting as configured with the option that applies it.
+type setting struct{ in, out func() }
+
+// pair is the setting of configured and option: in copies the
+// configured value to the option, out the option's back.
+func pair[T any](configured, option *T) setting {
+	return setting{in: func() { *option = *configured }, out: func() { *configured = *option }}
+}
+
+// consumerSettings pairs each setting of cc with its engine option:
+// consumerOptions copies them in, [Config.Resolved] copies the values in
+// use back out for config check. The engine defines each option's
+// default and check; a new setting is a field of ConsumerConfig, its
+// engine option and a line here.
+func consumerSettings(cc *ConsumerConfig, o *engine.Options) []setting {
+	return []setting{
+		pair(&cc.Concurrency, &o.Concurrency),
+		pair(&cc.BatchSize, &o.BatchSize),
+		pair(&cc.BatchWait, &o.BatchWait),
+		pair(&cc.AckWait, &o.AckWait),
+		pair(&cc.MaxDeliver, &o.MaxDeliver),
+		pair(&cc.MaxAckPending, &o.MaxAckPending),
+		pair(&cc.HandlerTimeout, &o.HandlerTimeout),
+		pair(&cc.Backoff, &o.Backoff),
+		pair(&cc.PostponeLimit, &o.PostponeLimit),
+	}
+}
+
 // RelayConfig tunes the outbox relay.
 type RelayConfig struct {
 	Disabled     bool          `yaml:"disabled"`
@@ -265,6 +316,16 @@ func (r RelayConfig) RelayRetention() (retention time.Duration, deleteSent bool)
 		return 0, false
 	}
 	return *r.Retention, *r.Retention == 0
+}
+
+// options are the relay.Options the relay role runs with, before the
+// relay's defaults (serve adds the stream options, its logger and its
+// tracer); Validate reports what the relay refuses in them and config
+// check prints them with [relay.Options.WithDefaults].
+func (r RelayConfig) options() relay.Options {
+	retention, deleteSent := r.RelayRetention()
+	return relay.Options{BatchSize: r.BatchSize, PollInterval: r.PollInterval, MaxAttempts: r.MaxAttempts,
+		Retention: retention, DeleteSent: deleteSent}
 }
 
 // stringList accepts a YAML scalar or a sequence.
@@ -540,7 +601,9 @@ func (c *Config) sourceKey(i int) string {
 
 // Validate checks a configuration [Config.Complete] filled and read the
 // secrets of, naming the offending key in every error, and changes
-// nothing. The checks run in the order of the keys.
+// nothing. The checks run in the order of the keys; a consumer's
+// settings are checked by the engine that runs them
+// ([Config.consumerOptions]), the relay's by the relay.
 func (c *Config) Validate(env Env, handlers Handlers) error {
 	var errs []error
 	bad := collect(&errs)
@@ -550,6 +613,7 @@ func (c *Config) Validate(env Env, handlers Handlers) error {
 	c.validateTelemetry(bad)
 	sources := c.validateSources(bad)
 	c.validateConsumers(handlers, sources, bad)
+	reportOptions(c.Relay.options().WithDefaults().Validate(), "relay", RelayConfig{}, bad, nil)
 	// Endpoints are checked here too, so that config check and a start
 	// with a wrong endpoint fail before any role runs, naming it.
 	if _, err := c.Delivery.resolved(env); err != nil {
@@ -701,11 +765,9 @@ func (s *SourceConfig) validateIngress(key string, bad complain) {
 // declared sources.
 func (c *Config) validateConsumers(handlers Handlers, sources map[string]bool, bad complain) {
 	names := map[string]bool{}
-	for i, cc := range c.Consumers {
+	for i := range c.Consumers {
+		cc := &c.Consumers[i]
 		key := fmt.Sprintf("consumers[%d]", i)
-		if !stream.ValidName(cc.Name) {
-			bad(key+".name", "%q must be letters, digits, '-' or '_'", cc.Name)
-		}
 		if names[cc.Name] {
 			bad(key+".name", "%q declared twice", cc.Name)
 		}
@@ -714,13 +776,15 @@ func (c *Config) validateConsumers(handlers Handlers, sources map[string]bool, b
 	}
 }
 
-// validateConsumer checks what a consumer applies and what it receives.
-func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handlers, sources map[string]bool, bad complain) {
+// validateConsumer checks what a consumer applies and what it receives;
+// its name, event types and settings are checked by the engine, as when
+// serve starts it.
+func (c *Config) validateConsumer(key string, cc *ConsumerConfig, handlers Handlers, sources map[string]bool, bad complain) {
 	switch _, ok := handlers[cc.Handler]; {
 	case cc.SQL != nil && cc.Handler != "":
 		bad(key, "names both handler and sql: a consumer is a Go handler or SQL statements, not both")
 	case cc.SQL != nil:
-		c.validateSQL(key, &cc, handlers, bad)
+		c.validateSQL(key, cc, handlers, bad)
 	case !ok:
 		bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
 	}
@@ -729,42 +793,59 @@ func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handle
 			bad(key+".sources", "%q is not a declared source", src)
 		}
 	}
-	for _, t := range cc.EventTypes {
-		// The provider's own spelling ("orders/create",
-		// "deploy:staging") is accepted: subjects are derived from it
-		// the way the ingress derives them.
-		if !stream.ValidTypeSpelling(t) {
-			bad(key+".event_types", "%q must be 1-%d bytes", t, stream.MaxEventTypeBytes)
-		}
-	}
-	cc.validateBatching(key, bad)
+	o, err := c.consumerOptions(cc, handlers)
+	reportOptions(err, key, ConsumerConfig{}, bad, func(option string) bool {
+		// Said above when the handler cannot be built: why, and so why
+		// it knows no event types.
+		return o.Handler == nil && (option == "Handler" || option == "EventTypes" && len(cc.EventTypes) == 0)
+	})
 }
 
-// validateBatching checks how the consumer batches and acknowledges.
-func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
-	// 0 (unset) takes the consumer's defaults (engine.DefaultBatchSize
-	// events, applied set-wise).
-	if cc.BatchSize < 0 || cc.BatchSize > engine.MaxBatch {
-		bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, engine.MaxBatch, engine.DefaultBatchSize)
+// reportOptions reports the options the engine or the relay refuses in
+// err, each under its YAML key below key: the yaml name of the field of
+// that name in settings' type (ConsumerConfig, RelayConfig), else key
+// itself. It leaves out those skip names (nil: none) and every other
+// error, which the checks before it report.
+func reportOptions(err error, key string, settings any, bad complain, skip func(option string) bool) {
+	for _, e := range unjoin(err) {
+		var option, reason string
+		var eo *engine.OptionError
+		var ro *relay.OptionError
+		switch {
+		case errors.As(e, &eo):
+			option, reason = eo.Option, eo.Reason
+		case errors.As(e, &ro):
+			option, reason = ro.Option, ro.Reason
+		default:
+			continue
+		}
+		if skip != nil && skip(option) {
+			continue
+		}
+		k := key
+		if f, ok := reflect.TypeOf(settings).FieldByName(option); ok {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				k += "." + name
+			}
+		}
+		bad(k, "%s", reason)
 	}
-	ackWait := cc.AckWait
-	if ackWait <= 0 {
-		ackWait = engine.DefaultAckWait
+}
+
+// unjoin is the errors joined in err (errors.Join), flattened.
+func unjoin(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		if err == nil {
+			return nil
+		}
+		return []error{err}
 	}
-	switch {
-	case cc.BatchWait < 0:
-		bad(key+".batch_wait", "must not be negative")
-	case cc.BatchWait >= ackWait/3:
-		// A batch being filled sends no in-progress acks: waiting
-		// this long would get its first messages redelivered.
-		bad(key+".batch_wait", "%s must be shorter than a third of ack_wait (%s)", cc.BatchWait, ackWait)
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, unjoin(e)...)
 	}
-	if cc.Concurrency < 0 {
-		bad(key+".concurrency", "must not be negative")
-	}
-	if cc.PostponeLimit < 0 {
-		bad(key+".postpone_limit", "must not be negative (0: the default, %s)", engine.DefaultPostponeLimit)
-	}
+	return out
 }
 
 func (f *FieldConfig) field() bridge.Field {

@@ -156,6 +156,49 @@ func TestRelayRetention(t *testing.T) {
 	}
 }
 
+// A consumer's and the relay's settings are checked by the engine and
+// the relay, which run with them, and each refusal is one error naming
+// the key: a negative ack wait, handler timeout, max ack pending or
+// relay setting is refused instead of silently taking the default, as a
+// negative batch wait, concurrency or postpone limit already was.
+func TestSettingsAreCheckedOnceByWhatRunsThem(t *testing.T) {
+	t.Parallel()
+	const base = "sources:\n  - name: demo\n    scheme: github\n    secrets: [s]\n"
+	consumer := func(setting string) string {
+		return base + "consumers:\n  - name: orders\n    handler: orders\n" + setting
+	}
+	cases := map[string]string{
+		consumer("    batch_wait: -1s\n"):                          "consumers[0].batch_wait",
+		consumer("    batch_wait: 10s\n"):                          "consumers[0].batch_wait", // a third of the default ack wait
+		consumer("    concurrency: -1\n"):                          "consumers[0].concurrency",
+		consumer("    postpone_limit: -1s\n"):                      "consumers[0].postpone_limit",
+		consumer("    batch_size: 1025\n"):                         "consumers[0].batch_size",
+		consumer("    ack_wait: -1s\n"):                            "consumers[0].ack_wait",
+		consumer("    handler_timeout: -1s\n"):                     "consumers[0].handler_timeout",
+		consumer("    max_ack_pending: -1\n"):                      "consumers[0].max_ack_pending",
+		consumer("    event_types: ['']\n"):                        "consumers[0].event_types",
+		consumer("    sources: [nowhere]\n"):                       "consumers[0].sources",
+		base + "consumers:\n  - name: a b\n    handler: orders\n":  "consumers[0].name",
+		base + "consumers:\n  - name: orders\n    handler: nope\n": "consumers[0].handler",
+		base + "relay:\n  batch_size: -1\n":                        "relay.batch_size",
+		base + "relay:\n  poll_interval: -1s\n":                    "relay.poll_interval",
+		base + "relay:\n  max_attempts: -1\n":                      "relay.max_attempts",
+	}
+	for yaml, key := range cases {
+		_, err := Load(writeConfig(t, yaml), mapEnv(nil), Overrides{}, ordersHandlers())
+		if err == nil || strings.Count(err.Error(), "config: ") != 1 || !strings.Contains(err.Error(), "config: "+key+": ") {
+			t.Errorf("config %q: error %v; want one, naming %s", yaml, err, key)
+		}
+	}
+	// Not errors: a negative max_deliver retries forever, a negative
+	// relay retention keeps sent messages.
+	for _, yaml := range []string{consumer("    max_deliver: -1\n"), base + "relay:\n  retention: -1s\n"} {
+		if _, err := Load(writeConfig(t, yaml), mapEnv(nil), Overrides{}, ordersHandlers()); err != nil {
+			t.Errorf("config %q: %v", yaml, err)
+		}
+	}
+}
+
 // Validate checks and changes nothing: the secrets and the admin token
 // are read by Complete, the defaults filled by it.
 func TestValidateChangesNothing(t *testing.T) {
