@@ -146,7 +146,7 @@ func serveApp(t *testing.T, js *hookbridgetest.JetStream, db *hookbridgetest.Dat
 	cfg.Sources = app.DefaultSources(env)
 	cfg.Consumers = app.DefaultConsumers()
 	cfg.Relay.PollInterval = 200 * time.Millisecond
-	if err := cfg.Validate(env, builtin.Handlers()); err != nil {
+	if err := cfg.Complete(env, builtin.Handlers()); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := app.NewServer(cfg, builtin.Handlers(), nil, slog.New(slog.NewTextHandler(io.Discard, nil)))

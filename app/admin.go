@@ -17,20 +17,18 @@ import (
 )
 
 // OpsConsumers are the configured consumers as the operator actions
-// (package ops) need them, with their handlers built as serve builds them:
-// registered Go handlers, SQL consumers' statements and the self-test's.
+// (package ops) need them, with the options serve runs them with
+// ([Config.consumerOptions]): their handlers (registered Go handlers, SQL
+// consumers' statements and the self-test's) and their handler timeout.
 // A consumer whose handler cannot be built keeps none; replaying to it
 // then says so.
 func OpsConsumers(cfg Config, handlers Handlers) []ops.Consumer {
 	handlers = WithSelftest(cfg, handlers)
 	out := make([]ops.Consumer, 0, len(cfg.Consumers))
 	for i := range cfg.Consumers {
-		cc := &cfg.Consumers[i]
-		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
-		if h, err := cc.NewHandler(handlers); err == nil {
-			c.Handler = h
-		}
-		out = append(out, c)
+		o, _ := cfg.consumerOptions(&cfg.Consumers[i], handlers) // Handler nil when it cannot be built
+		out = append(out, ops.Consumer{Name: o.Name, Sources: o.Sources, EventTypes: o.EventTypes, Handler: o.Handler,
+			ApplyTimeout: o.HandlerTimeout})
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/internal/tracing"
 )
@@ -41,6 +43,14 @@ func (c *Config) InboxRetentionOrDefault() time.Duration {
 	}
 	return max(DefaultInboxRetention, (stream.Options{MaxAge: c.Streams.MaxAge}).HooksMaxAge())
 }
+
+// DefaultHTTPAddr is the webhook listener's address when none is set:
+// loopback only, so that a first run exposes nothing.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
+// DefaultDataDir is where the embedded JetStream server stores when no
+// data directory is set.
+const DefaultDataDir = "./data"
 
 // DefaultAdminAddr is the admin listener's address when none is set:
 // loopback only, like the webhook address's default.
@@ -88,7 +98,7 @@ type Config struct {
 	// empty.
 	EmbeddedNATS EmbeddedNATSConfig `yaml:"embedded_nats"`
 
-	adminToken string // read by Validate from admin_token or admin_token_file
+	adminToken string // read by Complete from admin_token or admin_token_file
 	// dir is the configuration file's directory, which relative paths in
 	// it (sql.migrations) start at; empty when not read from a file.
 	dir string
@@ -106,7 +116,7 @@ type SelftestConfig struct {
 	SecretFile stringList `yaml:"secret_file"`
 }
 
-// AdminTokenValue is the admin token as [Config.Validate] read it (from
+// AdminTokenValue is the admin token as [Config.Complete] read it (from
 // admin_token or admin_token_file); "" leaves the admin listener off.
 func (c *Config) AdminTokenValue() string { return c.adminToken }
 
@@ -237,6 +247,55 @@ type ConsumerConfig struct {
 	SQL *SQLConsumerConfig `yaml:"sql"`
 }
 
+// consumerOptions are the engine.Options consumer cc runs with: serve
+// passes them to engine.New (adding its logger and tracer), Validate
+// reports what the engine refuses in them, config check prints them and
+// the operator commands replay with them. The engine's defaults are
+// filled in ([engine.Options.WithDefaults]). The error joins why the
+// handler cannot be built (Handler is then nil) and what the engine
+// refuses ([engine.Options.Validate]).
+func (c *Config) consumerOptions(cc *ConsumerConfig, handlers Handlers) (engine.Options, error) {
+	h, err := cc.NewHandler(handlers)
+	o := engine.Options{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
+		Partitions: c.ConsumerPartitions(cc), KeyedSources: c.ConsumerKeyedSources(cc)}
+	for _, s := range consumerSettings(cc, &o) {
+		s.in()
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = c.Concurrency(cc) // an SQL consumer's differs
+	}
+	o = o.WithDefaults()
+	return o, errors.Join(err, o.Validate())
+}
+
+// setting pairs a setting as configured with the option that applies it.
+type setting struct{ in, out func() }
+
+// pair is the setting of configured and option: in copies the
+// configured value to the option, out the option's back.
+func pair[T any](configured, option *T) setting {
+	return setting{in: func() { *option = *configured }, out: func() { *configured = *option }}
+}
+
+// consumerSettings pairs each setting of cc with its engine option:
+// consumerOptions copies them in, [Config.Resolved] copies the values in
+// use back out for config check. The engine defines each option's
+// default and check; a new setting is a field of ConsumerConfig, its
+// engine option and a line here.
+func consumerSettings(cc *ConsumerConfig, o *engine.Options) []setting {
+	return []setting{
+		pair(&cc.Concurrency, &o.Concurrency),
+		pair(&cc.BatchSize, &o.BatchSize),
+		pair(&cc.BatchWait, &o.BatchWait),
+		pair(&cc.AckWait, &o.AckWait),
+		pair(&cc.MaxDeliver, &o.MaxDeliver),
+		pair(&cc.MaxAckPending, &o.MaxAckPending),
+		pair(&cc.HandlerTimeout, &o.HandlerTimeout),
+		pair(&cc.Backoff, &o.Backoff),
+		pair(&cc.PostponeLimit, &o.PostponeLimit),
+	}
+}
+
 // RelayConfig tunes the outbox relay.
 type RelayConfig struct {
 	Disabled     bool          `yaml:"disabled"`
@@ -257,6 +316,16 @@ func (r RelayConfig) RelayRetention() (retention time.Duration, deleteSent bool)
 		return 0, false
 	}
 	return *r.Retention, *r.Retention == 0
+}
+
+// options are the relay.Options the relay role runs with, before the
+// relay's defaults (serve adds the stream options, its logger and its
+// tracer); Validate reports what the relay refuses in them and config
+// check prints them with [relay.Options.WithDefaults].
+func (r RelayConfig) options() relay.Options {
+	retention, deleteSent := r.RelayRetention()
+	return relay.Options{BatchSize: r.BatchSize, PollInterval: r.PollInterval, MaxAttempts: r.MaxAttempts,
+		Retention: retention, DeleteSent: deleteSent}
 }
 
 // stringList accepts a YAML scalar or a sequence.
@@ -296,7 +365,8 @@ func LoadFile(path string) (Config, error) {
 // production; a map in tests).
 type Env func(key string) (string, bool)
 
-// ApplyEnv overlays HOOKBRIDGE_* variables and fills defaults.
+// ApplyEnv overlays HOOKBRIDGE_* variables (and the standard ones
+// hookbridge honours) on c. It fills no defaults: [Config.Complete] does.
 func (c *Config) ApplyEnv(env Env) {
 	set := func(dst *string, keys ...string) {
 		for _, k := range keys {
@@ -335,14 +405,21 @@ func (c *Config) ApplyEnv(env Env) {
 			}
 		}
 	}
+}
+
+// withDefaults is c with the top-level settings it leaves empty given
+// their defaults. The settings of the parts (streams, consumers, relay,
+// ingress limits) stay as configured: each part fills its own, and
+// [Config.Resolved] asks it for config check.
+func (c Config) withDefaults() Config {
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = DefaultDatabaseURL
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = "127.0.0.1:8080"
+		c.HTTPAddr = DefaultHTTPAddr
 	}
 	if c.DataDir == "" {
-		c.DataDir = "./data"
+		c.DataDir = DefaultDataDir
 	}
 	if c.AdminAddr == "" {
 		c.AdminAddr = DefaultAdminAddr
@@ -356,6 +433,18 @@ func (c *Config) ApplyEnv(env Env) {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	return c
+}
+
+// Complete fills the defaults c leaves unset, reads its secrets (the
+// admin token and each source's, from the environment and files) and
+// validates it against handlers ([Config.Validate]): what [Load] does
+// once the file, the environment and the flags are applied. A Config
+// built in code goes through it before [NewServer]. Every error names
+// its key.
+func (c *Config) Complete(env Env, handlers Handlers) error {
+	*c = c.withDefaults()
+	return errors.Join(c.readSecrets(env), c.Validate(env, handlers))
 }
 
 // NATSMaxPayload is the max_payload a NATS server needs for the largest
@@ -414,8 +503,8 @@ type Overrides struct {
 // consumer), then the self-test's source and consumer when it is enabled
 // ([Config.AddSelftest]). A program registering only handlers of its own
 // therefore starts with no consumer instead of failing on a handler it
-// does not have. The result is validated against handlers (and the
-// self-test's handler, see [WithSelftest]).
+// does not have. The result is completed ([Config.Complete]) against
+// handlers (and the self-test's handler, see [WithSelftest]).
 func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) {
 	var cfg Config
 	if path != "" {
@@ -437,7 +526,7 @@ func Load(path string, env Env, o Overrides, handlers Handlers) (Config, error) 
 		}
 	}
 	cfg.AddSelftest()
-	if err := cfg.Validate(env, WithSelftest(cfg, handlers)); err != nil {
+	if err := cfg.Complete(env, WithSelftest(cfg, handlers)); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
@@ -453,7 +542,7 @@ func (c *Config) Source(name string) *SourceConfig {
 	return nil
 }
 
-// ResolvedSecrets are the source's secrets as [Config.Validate] read them
+// ResolvedSecrets are the source's secrets as [Config.Complete] read them
 // (inline, from the environment and from files), the first one signing.
 func (s *SourceConfig) ResolvedSecrets() []string { return s.secretsRead }
 
@@ -483,23 +572,48 @@ func (cc *ConsumerConfig) Types(handlers Handlers) []string {
 // complain records a configuration error naming the offending key.
 type complain func(key, format string, args ...any)
 
-// Validate resolves the admin token and the sources' secrets (from the
-// environment and files) and checks the configuration, naming the
-// offending key in every error. The steps run in a fixed order, each
-// resolving what the checks after it read, so the errors come in the
-// order of the keys.
+// collect is a complain that appends to errs.
+func collect(errs *[]error) complain {
+	return func(key, format string, args ...any) {
+		*errs = append(*errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
+	}
+}
+
+// readSecrets reads the admin token and each source's secrets, which
+// Validate checks and the ingress verifies with.
+func (c *Config) readSecrets(env Env) error {
+	var errs []error
+	bad := collect(&errs)
+	c.resolveAdminToken(bad)
+	for i := range c.Sources {
+		c.Sources[i].resolveSecrets(c.sourceKey(i), env, bad)
+	}
+	return errors.Join(errs...)
+}
+
+// sourceKey is how errors name the i-th source.
+func (c *Config) sourceKey(i int) string {
+	if c.Selftest.Enabled && c.Sources[i].Name == selftestSource {
+		return "selftest" // added by AddSelftest from the selftest block
+	}
+	return fmt.Sprintf("sources[%d]", i)
+}
+
+// Validate checks a configuration [Config.Complete] filled and read the
+// secrets of, naming the offending key in every error, and changes
+// nothing. The checks run in the order of the keys; a consumer's
+// settings are checked by the engine that runs them
+// ([Config.consumerOptions]), the relay's by the relay.
 func (c *Config) Validate(env Env, handlers Handlers) error {
 	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
-	}
+	bad := collect(&errs)
 	c.validateLimits(bad)
-	c.resolveAdminToken(bad)
 	c.validateAdmin(bad)
 	c.validateStreams(bad)
 	c.validateTelemetry(bad)
-	sources := c.validateSources(env, bad)
+	sources := c.validateSources(bad)
 	c.validateConsumers(handlers, sources, bad)
+	reportOptions(c.Relay.options().WithDefaults().Validate(), "relay", RelayConfig{}, bad, nil)
 	// Endpoints are checked here too, so that config check and a start
 	// with a wrong endpoint fail before any role runs, naming it.
 	if _, err := c.Delivery.resolved(env); err != nil {
@@ -582,16 +696,13 @@ func (c *Config) validateTelemetry(bad complain) {
 	}
 }
 
-// validateSources resolves each source's secrets and checks the source;
-// it returns the names declared, which consumers may refer to.
-func (c *Config) validateSources(env Env, bad complain) map[string]bool {
+// validateSources checks each source; it returns the names declared,
+// which consumers may refer to.
+func (c *Config) validateSources(bad complain) map[string]bool {
 	seen := map[string]bool{}
 	for i := range c.Sources {
 		s := &c.Sources[i]
-		key := fmt.Sprintf("sources[%d]", i)
-		if c.Selftest.Enabled && s.Name == selftestSource {
-			key = "selftest" // added by AddSelftest from the selftest block
-		}
+		key := c.sourceKey(i)
 		if !stream.ValidName(s.Name) {
 			bad(key+".name", "%q must be letters, digits, '-' or '_'", s.Name)
 		}
@@ -599,7 +710,6 @@ func (c *Config) validateSources(env Env, bad complain) map[string]bool {
 			bad(key+".name", "%q declared twice", s.Name)
 		}
 		seen[s.Name] = true
-		s.resolveSecrets(key, env, bad)
 		if len(s.secretsRead) == 0 {
 			bad(key+".secrets", "no secret (set secrets, secret_env or secret_file)")
 			continue // without a secret there is no verifier to check
@@ -655,11 +765,9 @@ func (s *SourceConfig) validateIngress(key string, bad complain) {
 // declared sources.
 func (c *Config) validateConsumers(handlers Handlers, sources map[string]bool, bad complain) {
 	names := map[string]bool{}
-	for i, cc := range c.Consumers {
+	for i := range c.Consumers {
+		cc := &c.Consumers[i]
 		key := fmt.Sprintf("consumers[%d]", i)
-		if !stream.ValidName(cc.Name) {
-			bad(key+".name", "%q must be letters, digits, '-' or '_'", cc.Name)
-		}
 		if names[cc.Name] {
 			bad(key+".name", "%q declared twice", cc.Name)
 		}
@@ -668,13 +776,15 @@ func (c *Config) validateConsumers(handlers Handlers, sources map[string]bool, b
 	}
 }
 
-// validateConsumer checks what a consumer applies and what it receives.
-func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handlers, sources map[string]bool, bad complain) {
+// validateConsumer checks what a consumer applies and what it receives;
+// its name, event types and settings are checked by the engine, as when
+// serve starts it.
+func (c *Config) validateConsumer(key string, cc *ConsumerConfig, handlers Handlers, sources map[string]bool, bad complain) {
 	switch _, ok := handlers[cc.Handler]; {
 	case cc.SQL != nil && cc.Handler != "":
 		bad(key, "names both handler and sql: a consumer is a Go handler or SQL statements, not both")
 	case cc.SQL != nil:
-		c.validateSQL(key, &cc, handlers, bad)
+		c.validateSQL(key, cc, handlers, bad)
 	case !ok:
 		bad(key+".handler", "%q is not a registered handler (have: %s)", cc.Handler, strings.Join(handlers.Names(), ", "))
 	}
@@ -683,42 +793,59 @@ func (c *Config) validateConsumer(key string, cc ConsumerConfig, handlers Handle
 			bad(key+".sources", "%q is not a declared source", src)
 		}
 	}
-	for _, t := range cc.EventTypes {
-		// The provider's own spelling ("orders/create",
-		// "deploy:staging") is accepted: subjects are derived from it
-		// the way the ingress derives them.
-		if !stream.ValidTypeSpelling(t) {
-			bad(key+".event_types", "%q must be 1-%d bytes", t, stream.MaxEventTypeBytes)
-		}
-	}
-	cc.validateBatching(key, bad)
+	o, err := c.consumerOptions(cc, handlers)
+	reportOptions(err, key, ConsumerConfig{}, bad, func(option string) bool {
+		// Said above when the handler cannot be built: why, and so why
+		// it knows no event types.
+		return o.Handler == nil && (option == "Handler" || option == "EventTypes" && len(cc.EventTypes) == 0)
+	})
 }
 
-// validateBatching checks how the consumer batches and acknowledges.
-func (cc *ConsumerConfig) validateBatching(key string, bad complain) {
-	// 0 (unset) takes the consumer's defaults (engine.DefaultBatchSize
-	// events, applied set-wise).
-	if cc.BatchSize < 0 || cc.BatchSize > engine.MaxBatch {
-		bad(key+".batch_size", "%d must be between 1 and %d (0: the default, %d)", cc.BatchSize, engine.MaxBatch, engine.DefaultBatchSize)
+// reportOptions reports the options the engine or the relay refuses in
+// err, each under its YAML key below key: the yaml name of the field of
+// that name in settings' type (ConsumerConfig, RelayConfig), else key
+// itself. It leaves out those skip names (nil: none) and every other
+// error, which the checks before it report.
+func reportOptions(err error, key string, settings any, bad complain, skip func(option string) bool) {
+	for _, e := range unjoin(err) {
+		var option, reason string
+		var eo *engine.OptionError
+		var ro *relay.OptionError
+		switch {
+		case errors.As(e, &eo):
+			option, reason = eo.Option, eo.Reason
+		case errors.As(e, &ro):
+			option, reason = ro.Option, ro.Reason
+		default:
+			continue
+		}
+		if skip != nil && skip(option) {
+			continue
+		}
+		k := key
+		if f, ok := reflect.TypeOf(settings).FieldByName(option); ok {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				k += "." + name
+			}
+		}
+		bad(k, "%s", reason)
 	}
-	ackWait := cc.AckWait
-	if ackWait <= 0 {
-		ackWait = engine.DefaultAckWait
+}
+
+// unjoin is the errors joined in err (errors.Join), flattened.
+func unjoin(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		if err == nil {
+			return nil
+		}
+		return []error{err}
 	}
-	switch {
-	case cc.BatchWait < 0:
-		bad(key+".batch_wait", "must not be negative")
-	case cc.BatchWait >= ackWait/3:
-		// A batch being filled sends no in-progress acks: waiting
-		// this long would get its first messages redelivered.
-		bad(key+".batch_wait", "%s must be shorter than a third of ack_wait (%s)", cc.BatchWait, ackWait)
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, unjoin(e)...)
 	}
-	if cc.Concurrency < 0 {
-		bad(key+".concurrency", "must not be negative")
-	}
-	if cc.PostponeLimit < 0 {
-		bad(key+".postpone_limit", "must not be negative (0: the default, %s)", engine.DefaultPostponeLimit)
-	}
+	return out
 }
 
 func (f *FieldConfig) field() bridge.Field {

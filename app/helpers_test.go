@@ -46,7 +46,7 @@ func testConfig(t *testing.T, handlers Handlers, edit func(*Config)) Config {
 	if cfg.Consumers == nil {
 		cfg.Consumers = DefaultConsumers()
 	}
-	if err := cfg.Validate(env, handlers); err != nil {
+	if err := cfg.Complete(env, handlers); err != nil {
 		t.Fatal(err)
 	}
 	return cfg

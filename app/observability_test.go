@@ -27,7 +27,7 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 		t.Fatalf("config = %+v", cfg)
 	}
 	cfg.Sources = DefaultSources(env)
-	if err := cfg.Validate(env, ordersHandlers()); err != nil {
+	if err := cfg.Complete(env, ordersHandlers()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -41,7 +41,7 @@ func TestObservabilityConfigFromEnv(t *testing.T) {
 		e := mapEnv(map[string]string{k: v})
 		cfg.ApplyEnv(e)
 		cfg.Sources = DefaultSources(e)
-		if err := cfg.Validate(e, ordersHandlers()); err == nil || !strings.Contains(err.Error(), key) {
+		if err := cfg.Complete(e, ordersHandlers()); err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: error %v, want one naming %s", env, err, key)
 		}
 	}

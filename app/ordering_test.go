@@ -66,7 +66,7 @@ func testConfigErr(edit func(*Config)) error {
 	edit(&cfg)
 	cfg.ApplyEnv(env)
 	cfg.Sources = DefaultSources(env)
-	return cfg.Validate(env, ordersHandlers())
+	return cfg.Complete(env, ordersHandlers())
 }
 
 // A server too old for ordered consumption is refused at start, naming

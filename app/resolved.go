@@ -1,26 +1,24 @@
 package app
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/bridge/verify"
-	"github.com/hookbridge/hookbridge/internal/engine"
-	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // Resolved is cfg with every setting it leaves to a default given the
-// value serve runs with, for `hookbridge config check`. The values come
-// from where serve's parts take them: the consumers' options through
-// [engine.Options.WithDefaults], the streams' from the stream
+// value serve runs with, for `hookbridge config check`. Each value is
+// asked of the code that applies it: the consumers' options of
+// [Config.consumerOptions] (the engine's defaults), the relay's of
+// [relay.Options.WithDefaults], the streams' from the stream
 // configurations serve creates, the inbox retention from
-// [Config.InboxRetentionOrDefault], the others from the defaults the
-// ingress, the verifiers and the relay document. A key added to Config
-// is printed as configured; one with a default needs a line here.
+// [Config.InboxRetentionOrDefault], the ingress's limits and the
+// verifiers' tolerances from the defaults they document. A key added to
+// Config is printed as configured; one with a default needs a line here.
 func (c Config) Resolved(handlers Handlers) (Config, error) {
-	r := c
+	r := c.withDefaults()
 	retention := c.InboxRetentionOrDefault()
 	r.InboxRetention = &retention
 	if r.MaxInFlight == 0 {
@@ -61,22 +59,14 @@ func resolvedStreams(s StreamsConfig) StreamsConfig {
 	return s
 }
 
-// resolvedRelay fills the relay's settings with [relay.Options]'
-// defaults. A retention of 0 (delete messages as they are published) or
-// below (keep them) stays as written.
+// resolvedRelay is r with the settings the relay runs with
+// ([relay.Options.WithDefaults]). A retention of 0 (delete messages as
+// they are published) or below (keep them) stays as written.
 func resolvedRelay(r RelayConfig) RelayConfig {
-	if r.BatchSize <= 0 {
-		r.BatchSize = relay.DefaultBatchSize
-	}
-	if r.PollInterval <= 0 {
-		r.PollInterval = relay.DefaultPollInterval
-	}
-	if r.MaxAttempts <= 0 {
-		r.MaxAttempts = relay.DefaultMaxAttempts
-	}
-	if r.Retention == nil {
-		d := relay.DefaultRetention
-		r.Retention = &d
+	o := r.options().WithDefaults()
+	r.BatchSize, r.PollInterval, r.MaxAttempts = o.BatchSize, o.PollInterval, o.MaxAttempts
+	if !o.DeleteSent {
+		r.Retention = &o.Retention
 	}
 	return r
 }
@@ -102,26 +92,17 @@ func (s SourceConfig) resolved() SourceConfig {
 	return s
 }
 
-// resolvedConsumer is cc with the options serve builds for it (see
-// Server.consumers) resolved by the consumer package itself.
+// resolvedConsumer is cc with the event types and the settings of the
+// options serve runs it with ([Config.consumerOptions]).
 func (c Config) resolvedConsumer(cc ConsumerConfig, handlers Handlers) (ConsumerConfig, error) {
-	h, err := cc.NewHandler(handlers)
+	o, err := c.consumerOptions(&cc, handlers)
 	if err != nil {
 		return cc, err
 	}
-	o, err := engine.Options{
-		Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), Handler: h,
-		Concurrency: c.Concurrency(&cc), BatchSize: cc.BatchSize, BatchWait: cc.BatchWait, AckWait: cc.AckWait,
-		MaxDeliver: cc.MaxDeliver, MaxAckPending: cc.MaxAckPending, HandlerTimeout: cc.HandlerTimeout, Backoff: cc.Backoff,
-		PostponeLimit: cc.PostponeLimit, Partitions: c.ConsumerPartitions(&cc),
-	}.WithDefaults()
-	if err != nil {
-		return cc, fmt.Errorf("consumer %s: %w", cc.Name, err)
-	}
 	cc.EventTypes = o.EventTypes
-	cc.Concurrency, cc.BatchSize, cc.BatchWait, cc.AckWait = o.Concurrency, o.BatchSize, o.BatchWait, o.AckWait
-	cc.MaxDeliver, cc.MaxAckPending, cc.HandlerTimeout = o.MaxDeliver, o.MaxAckPending, o.HandlerTimeout
-	cc.Backoff = slices.Clone(o.Backoff)
-	cc.PostponeLimit = o.PostponeLimit
+	for _, s := range consumerSettings(&cc, &o) {
+		s.out()
+	}
+	cc.Backoff = slices.Clone(cc.Backoff) // the engine's default schedule is shared
 	return cc, nil
 }

@@ -25,7 +25,7 @@ func TestSelftestConfigAddsItsSourceAndConsumer(t *testing.T) {
 	cfg.AddSelftest()
 	cfg.AddSelftest() // idempotent
 	cfg.ApplyEnv(env)
-	if err := cfg.Validate(env, WithSelftest(cfg, ordersHandlers())); err != nil {
+	if err := cfg.Complete(env, WithSelftest(cfg, ordersHandlers())); err != nil {
 		t.Fatal(err)
 	}
 	src, cc := cfg.Source(selftest.Source), cfg.Consumer(selftest.Consumer)
@@ -49,7 +49,7 @@ func TestSelftestConfigAddsItsSourceAndConsumer(t *testing.T) {
 	bad := Config{Selftest: SelftestConfig{Enabled: true}}
 	bad.AddSelftest()
 	bad.ApplyEnv(mapEnv(nil))
-	if err := bad.Validate(mapEnv(nil), WithSelftest(bad, nil)); err == nil || !strings.Contains(err.Error(), "config: selftest.secrets: no secret") {
+	if err := bad.Complete(mapEnv(nil), WithSelftest(bad, nil)); err == nil || !strings.Contains(err.Error(), "config: selftest.secrets: no secret") {
 		t.Fatalf("self-test without a secret: %v", err)
 	}
 }

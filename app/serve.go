@@ -524,21 +524,7 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 	}
 	if s.roles[RoleRelay] {
-		retention, deleteSent := s.cfg.Relay.RelayRetention()
-		if deleteSent && s.cfg.Selftest.Enabled {
-			s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
-		}
-		relay := relay.NewRelay(s.pool, s.js, relay.Options{
-			BatchSize:    s.cfg.Relay.BatchSize,
-			PollInterval: s.cfg.Relay.PollInterval,
-			MaxAttempts:  s.cfg.Relay.MaxAttempts,
-			Retention:    retention,
-			DeleteSent:   deleteSent,
-			Stream:       s.streamOptions(),
-			Logger:       s.log,
-			Tracer:       s.tracer(),
-		})
-		s.goRole(group, "relay", relay.Run)
+		s.goRole(group, "relay", s.newRelay().Run)
 	}
 	if s.roles[RoleDelivery] {
 		if err := s.startDelivery(ctx, group); err != nil {
@@ -546,6 +532,16 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 		}
 	}
 	return group.Wait()
+}
+
+// newRelay is the outbox relay, with the options of the relay section.
+func (s *Server) newRelay() *relay.Relay {
+	o := s.cfg.Relay.options()
+	if o.DeleteSent && s.cfg.Selftest.Enabled {
+		s.log.Warn("relay.retention is 0: published outbox messages are deleted, and hookbridge selftest, which counts them, will fail")
+	}
+	o.Stream, o.Logger, o.Tracer = s.streamOptions(), s.log, s.tracer()
+	return relay.NewRelay(s.pool, s.js, o)
 }
 
 // goRole runs one part of the server in p. Parts retry what retrying can
@@ -667,35 +663,19 @@ func (s *Server) poolSize() int32 {
 	return int32(n + 4)
 }
 
+// consumers are the configured consumers, each with the options
+// [Config.consumerOptions] builds for it.
 func (s *Server) consumers() ([]*engine.Consumer, error) {
 	var out []*engine.Consumer
 	for i := range s.cfg.Consumers {
-		cc := &s.cfg.Consumers[i]
-		h, err := cc.NewHandler(s.handlers)
+		o, err := s.cfg.consumerOptions(&s.cfg.Consumers[i], s.handlers)
 		if err != nil {
 			return nil, err
 		}
-		c, err := engine.New(s.pool, s.js, engine.Options{
-			Name:           cc.Name,
-			Sources:        cc.Sources,
-			EventTypes:     cc.Types(s.handlers),
-			Handler:        h,
-			Concurrency:    s.cfg.Concurrency(cc),
-			BatchSize:      cc.BatchSize,
-			BatchWait:      cc.BatchWait,
-			AckWait:        cc.AckWait,
-			MaxDeliver:     cc.MaxDeliver,
-			MaxAckPending:  cc.MaxAckPending,
-			HandlerTimeout: cc.HandlerTimeout,
-			Backoff:        cc.Backoff,
-			PostponeLimit:  cc.PostponeLimit,
-			Logger:         s.log,
-			Tracer:         s.tracer(),
-			Partitions:     s.cfg.ConsumerPartitions(cc),
-			KeyedSources:   s.cfg.ConsumerKeyedSources(cc),
-		})
+		o.Logger, o.Tracer = s.log, s.tracer()
+		c, err := engine.New(s.pool, s.js, o)
 		if err != nil {
-			return nil, fmt.Errorf("consumer %s: %w", cc.Name, err)
+			return nil, err
 		}
 		out = append(out, c)
 	}

@@ -364,7 +364,7 @@ func TestConsumersDocExampleRuns(t *testing.T) {
 // every source it reads has an ordering key: a statement cannot ask for
 // an early event to be retried, so without keys stream order is the safe
 // default, and with keys order is kept per key at any concurrency. A Go
-// handler keeps consumer.DefaultConcurrency.
+// handler keeps engine.DefaultConcurrency.
 func TestSQLConsumerConcurrencyDefaults(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Sources: []SourceConfig{

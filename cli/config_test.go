@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -120,9 +122,17 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 		t.Fatalf("config check: %v\n%s", err, out)
 	}
 	var cfg struct {
+		HTTPAddr       string        `yaml:"http_addr"`
+		DataDir        string        `yaml:"data_dir"`
 		MaxInFlight    int           `yaml:"max_in_flight"`
 		InboxRetention time.Duration `yaml:"inbox_retention"`
-		Streams        struct {
+		Relay          struct {
+			BatchSize    int           `yaml:"batch_size"`
+			PollInterval time.Duration `yaml:"poll_interval"`
+			MaxAttempts  int           `yaml:"max_attempts"`
+			Retention    time.Duration `yaml:"retention"`
+		} `yaml:"relay"`
+		Streams struct {
 			Replicas        int           `yaml:"replicas"`
 			DuplicateWindow time.Duration `yaml:"duplicate_window"`
 			MaxAge          time.Duration `yaml:"max_age"`
@@ -150,7 +160,13 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 		key       string
 		got, want any
 	}{
+		{"http_addr", cfg.HTTPAddr, app.DefaultHTTPAddr},
+		{"data_dir", cfg.DataDir, app.DefaultDataDir},
 		{"max_in_flight", cfg.MaxInFlight, bridge.DefaultMaxInFlight},
+		{"relay.batch_size", cfg.Relay.BatchSize, relay.DefaultBatchSize},
+		{"relay.poll_interval", cfg.Relay.PollInterval, relay.DefaultPollInterval},
+		{"relay.max_attempts", cfg.Relay.MaxAttempts, relay.DefaultMaxAttempts},
+		{"relay.retention", cfg.Relay.Retention, relay.DefaultRetention},
 		{"inbox_retention", cfg.InboxRetention, app.DefaultInboxRetention},
 		{"streams.replicas", cfg.Streams.Replicas, 1},
 		{"streams.duplicate_window", cfg.Streams.DuplicateWindow, stream.DefaultDuplicateWindow},
@@ -182,5 +198,23 @@ func TestConfigCheckPrintsTheDefaultsInUse(t *testing.T) {
 	if err != nil || !regexpLine(out, `^\s+tolerance: 0s # the scheme signs no timestamp$`) || strings.Contains(out, "hmac:") ||
 		!regexpLine(out, `^\s+ordering_key: none$`) {
 		t.Fatalf("config check of a github source: %v\n%s", err, out)
+	}
+}
+
+// The flags' help states the defaults the configuration fills in.
+func TestFlagHelpStatesTheDefaults(t *testing.T) {
+	t.Parallel()
+	for _, f := range []struct {
+		flags any
+		field string
+		want  string
+	}{
+		{HTTPAddrFlag{}, "HTTPAddr", "default " + app.DefaultHTTPAddr + ")"},
+		{NATSFlags{}, "DataDir", "default " + app.DefaultDataDir + ")"},
+	} {
+		sf, ok := reflect.TypeOf(f.flags).FieldByName(f.field)
+		if help := sf.Tag.Get("help"); !ok || !strings.Contains(help, f.want) {
+			t.Errorf("%s help %q does not say %q", f.field, help, f.want)
+		}
 	}
 }

@@ -102,7 +102,7 @@ func startConsoleServe(t *testing.T, handlers app.Handlers) *consoleServe {
 	cfg.Sources = app.DefaultSources(env)
 	cfg.Consumers = app.DefaultConsumers()
 	cfg.Relay.PollInterval = 200 * time.Millisecond
-	if err := cfg.Validate(env, handlers); err != nil {
+	if err := cfg.Complete(env, handlers); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))

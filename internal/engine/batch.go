@@ -80,7 +80,7 @@ type applier struct {
 // toward max_deliver.
 var errHeld = errors.New("held behind an earlier event of its ordering key")
 
-// IsHeld reports whether a result's error says the event was held behind
+// isHeld reports whether a result's error says the event was held behind
 // an earlier event of its key.
 func isHeld(err error) bool { return errors.Is(err, errHeld) }
 

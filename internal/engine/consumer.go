@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -12,194 +10,6 @@ import (
 
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
-
-// Options configure a [Consumer]. Zero values take the documented defaults.
-type Options struct {
-	// Name is the durable consumer name and the inbox's consumer key.
-	Name string
-	// Sources limits the consumer to these sources; empty means all.
-	Sources []string
-	// EventTypes are the event types to receive (required).
-	EventTypes []string
-	// Handler applies each event (required).
-	Handler Handler
-
-	// Concurrency is how many batches are applied at once (default 4).
-	Concurrency int
-	// BatchSize is how many events share one transaction (default
-	// [DefaultBatchSize], at most [MaxBatch]). 1 applies every event in a
-	// transaction of its own.
-	BatchSize int
-	// BatchWait is how long a batch waits, from its first message, for
-	// more messages to arrive (default [DefaultBatchWait]: not at all; a
-	// batch always takes what is queued already). Under load it hardly matters:
-	// while every worker is busy the buffer fills, and the next batch
-	// takes what is there at once.
-	BatchWait time.Duration
-	// AckWait is how long JetStream waits for an ack before redelivering
-	// (default 30s). Long applies send in-progress acks.
-	AckWait time.Duration
-	// MaxDeliver is how many failed applies dead-letter the message
-	// (default [DefaultMaxDeliver]; negative: retry forever). Only
-	// failures that are not [IsTransient] count, in a counter kept in
-	// hookbridge.delivery_failures: redeliveries after deadlocks, lost
-	// connections, outages or ack timeouts never do; see retry.go.
-	MaxDeliver int
-	// Prefetch is how many messages one pull asks for (default 2 ×
-	// Concurrency × BatchSize, at least 128): enough to hide the pull
-	// round trip. Pulled messages are taken off the connection at once
-	// into the consumer's own queue, which holds at most Prefetch of them
-	// (and 64 MiB of bodies); messages waiting in it get in-progress acks
-	// every AckWait/3. So one instance holds at most [Options.Held]
-	// unacked messages.
-	Prefetch int
-	// MaxAckPending caps unacked messages in flight across every instance
-	// (default: three instances' worth of [Options.Held], at least 1000).
-	// It must stay well above what one instance holds: the messages a
-	// member held when it died come back only after AckWait, and until
-	// then they count against this cap for everyone.
-	MaxAckPending int
-	// HandlerTimeout bounds one batch's transaction (default 30s).
-	HandlerTimeout time.Duration
-	// Backoff lists the delays before redelivery after a failure, indexed
-	// by the delivery count; the last one repeats. Default 1s, 2s, 5s, 10s,
-	// 30s, 1m.
-	Backoff []time.Duration
-	// PostponeLimit is how long an event may wait after its handler first
-	// postponed it ([consumer.Postpone]: it needs a later event of its
-	// key first) before it is dead-lettered (default
-	// [DefaultPostponeLimit]).
-	PostponeLimit time.Duration
-
-	Logger *slog.Logger
-	// Tracer, when set, observes each applied batch and each dead letter
-	// (metrics, tracing); see observe.go.
-	Tracer Tracer
-
-	// Partitions is the number of partitions of HOOKS's keyed messages
-	// ([stream.PartitionCount]) when one of the consumer's sources has an
-	// ordering key; 0 when none has. With partitions the consumer also
-	// reads its sources' keyed messages, through a durable per partition
-	// ("<name>~pNN"), spread over the instances that run it, and applies
-	// the events of one key in stream order (docs/DESIGN.md, "Order").
-	Partitions int
-	// KeyedSources are the consumer's sources that have an ordering key
-	// (nil: every source it reads). When the partitions start, they wait
-	// for these sources' messages published unkeyed before (an upgrade to
-	// a key), and only for those: another source's unkeyed backlog, or
-	// one that fails for ever, never holds the keyed ones.
-	KeyedSources []string
-
-	// maxForeignScan bounds what a takeover reads (0: maxForeignScan);
-	// tests lower it.
-	maxForeignScan int
-	// keyedRecheck is how often a consumer with no keyed source looks for
-	// keyed messages of its sources (0: keyedRecheck); tests lower it.
-	keyedRecheck time.Duration
-}
-
-// DefaultBackoff is the redelivery delay schedule after failures.
-var defaultBackoff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute}
-
-// DefaultAckWait is how long JetStream waits for an ack before it
-// redelivers, unless Options.AckWait says otherwise.
-const DefaultAckWait = 30 * time.Second
-
-// DefaultHandlerTimeout bounds one apply's transaction when
-// Options.HandlerTimeout (or a replay's ApplyTimeout) is unset.
-const DefaultHandlerTimeout = 30 * time.Second
-
-// DefaultPostponeLimit is how long a postponed event may wait for a later
-// event of its key, unless Options.PostponeLimit says otherwise: long
-// enough for senders that retry a failed delivery for a while (the later
-// event may be the earlier one's retry), short enough that a postponement
-// that will never succeed shows up as a dead letter the same day.
-const DefaultPostponeLimit = time.Hour
-
-// DefaultConcurrency is how many batches a consumer applies at once when
-// the options name no number.
-const DefaultConcurrency = 4
-
-func (o *Options) setDefaults() error {
-	if !stream.ValidName(o.Name) {
-		return fmt.Errorf("consumer name %q: use letters, digits, '-' and '_'", o.Name)
-	}
-	if len(o.EventTypes) == 0 {
-		return fmt.Errorf("consumer %s: no event types", o.Name)
-	}
-	for _, t := range o.EventTypes {
-		// The provider's own spelling ("orders/create", "deploy:staging"):
-		// FilterSubjects maps it to subject tokens the way the ingress does.
-		if !stream.ValidTypeSpelling(t) {
-			return fmt.Errorf("consumer %s: event type %q must be 1-%d bytes", o.Name, t, stream.MaxEventTypeBytes)
-		}
-	}
-	for _, s := range o.Sources {
-		if !stream.ValidName(s) {
-			return fmt.Errorf("consumer %s: source %q is not a valid name", o.Name, s)
-		}
-	}
-	if o.Handler == nil {
-		return fmt.Errorf("consumer %s: no handler", o.Name)
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = DefaultConcurrency
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.BatchSize > MaxBatch {
-		return fmt.Errorf("consumer %s: batch size %d exceeds %d", o.Name, o.BatchSize, MaxBatch)
-	}
-	if o.BatchWait < 0 {
-		o.BatchWait = DefaultBatchWait
-	}
-	if o.AckWait <= 0 {
-		o.AckWait = DefaultAckWait
-	}
-	if o.MaxDeliver == 0 {
-		o.MaxDeliver = DefaultMaxDeliver
-	}
-	if o.Prefetch <= 0 {
-		o.Prefetch = defaultPrefetch(o.Concurrency, o.BatchSize)
-	}
-	if o.MaxAckPending <= 0 {
-		// Room for three instances' holdings: a member that dies (or
-		// hangs) keeps its share until AckWait, and the others go on
-		// with theirs in the meantime.
-		o.MaxAckPending = max(1000, 3*o.Held())
-	}
-	if o.HandlerTimeout <= 0 {
-		o.HandlerTimeout = DefaultHandlerTimeout
-	}
-	if len(o.Backoff) == 0 {
-		o.Backoff = defaultBackoff
-	}
-	if o.PostponeLimit <= 0 {
-		o.PostponeLimit = DefaultPostponeLimit
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.Partitions < 0 || o.Partitions > stream.MaxPartitions {
-		return fmt.Errorf("consumer %s: partitions %d out of 0-%d", o.Name, o.Partitions, stream.MaxPartitions)
-	}
-	return nil
-}
-
-// defaultPrefetch is what one pull asks for when Prefetch is unset: two
-// batches per worker, so that the next batches wait while these apply.
-func defaultPrefetch(concurrency, batchSize int) int {
-	return 2 * concurrency * batchSize
-}
-
-// Held is the most unacked messages one instance of the consumer holds at
-// once: what its pull iterator has asked for, its queue, and the batches
-// being applied.
-func (o *Options) Held() int {
-	prefetch := max(o.Prefetch, minPullWindow)
-	return 2*prefetch + o.Concurrency*o.BatchSize
-}
 
 // FilterSubjects are the HOOKS subjects the consumer receives.
 func (o *Options) FilterSubjects() []string {
@@ -233,9 +43,12 @@ type Consumer struct {
 	group *group
 }
 
-// New validates opts and returns a Consumer; nothing runs until [Consumer.Run].
+// New fills opts' defaults ([Options.WithDefaults]), refuses any option
+// out of range ([Options.Validate]) and returns a Consumer; nothing runs
+// until [Consumer.Run].
 func New(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) (*Consumer, error) {
-	if err := opts.setDefaults(); err != nil {
+	opts = opts.WithDefaults()
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	c := &Consumer{opts: opts, pool: pool, gate: newIntakeGate(opts.Name, pool.Ping, opts.Logger),

@@ -130,10 +130,11 @@ func TestBatchWaitIsNotCutShortByAnotherBatchEnding(t *testing.T) {
 	ns.PublishHook(t, "demo", "e1", "thing.done", []byte(`{}`))
 	ns.PublishHook(t, "demo", "e2", "thing.done", []byte(`{}`))
 	// A batch_wait far longer than the steps below take on a loaded
-	// machine; a batch of two goes as soon as it is full.
+	// machine (and under a third of the ack wait, which New requires);
+	// a batch of two goes as soon as it is full.
 	startConsumer(t, db, ns, 2, engine.Options{
 		Name: "wait", EventTypes: []string{"thing.done"}, Handler: h,
-		Concurrency: 2, BatchWait: 20 * time.Second, AckWait: time.Minute,
+		Concurrency: 2, BatchWait: 20 * time.Second, AckWait: 2 * time.Minute,
 	})
 	hookbridgetest.Eventually(t, time.Minute, "the first batch applying", h.holding)
 	ns.PublishHook(t, "demo", "e3", "thing.done", []byte(`{}`)) // a batch of one, waiting up to 20s

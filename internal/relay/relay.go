@@ -52,7 +52,9 @@ const (
 // is down. The relay then claims nothing, so an outage costs no attempts.
 var ErrNotConnected = errors.New("relay: NATS connection is not connected")
 
-// Options tune a [Relay]. Zero values mean the defaults.
+// Options tune a [Relay]. Zero values mean the defaults
+// ([Options.WithDefaults]); a negative value is refused, naming the option
+// ([Options.Validate]), except Retention's, which keeps sent rows.
 type Options struct {
 	// BatchSize is how many rows one round claims and publishes (1024).
 	BatchSize int
@@ -87,26 +89,31 @@ type Options struct {
 	Tracer Tracer
 }
 
-func (o Options) withDefaults() Options {
-	if o.BatchSize <= 0 {
+// WithDefaults is o with every option it leaves at zero given its
+// default (and BackoffMax raised to BackoffBase); negative values stay
+// for [Options.Validate] to refuse. `hookbridge config check` prints the
+// relay's settings through it, so that what it prints is what the relay
+// runs with.
+func (o Options) WithDefaults() Options {
+	if o.BatchSize == 0 {
 		o.BatchSize = DefaultBatchSize
 	}
-	if o.PollInterval <= 0 {
+	if o.PollInterval == 0 {
 		o.PollInterval = DefaultPollInterval
 	}
-	if o.MaxAttempts <= 0 {
+	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
 	}
-	if o.BackoffBase <= 0 {
+	if o.BackoffBase == 0 {
 		o.BackoffBase = DefaultBackoffBase
 	}
-	if o.BackoffMax <= 0 {
+	if o.BackoffMax == 0 {
 		o.BackoffMax = DefaultBackoffMax
 	}
-	if o.BackoffMax < o.BackoffBase {
+	if o.BackoffMax > 0 && o.BackoffMax < o.BackoffBase {
 		o.BackoffMax = o.BackoffBase
 	}
-	if o.PublishTimeout <= 0 {
+	if o.PublishTimeout == 0 {
 		o.PublishTimeout = DefaultPublishTimeout
 	}
 	if o.Retention == 0 {
@@ -118,6 +125,39 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// OptionError is an option the relay refuses: which one (the field's name
+// in [Options]) and why.
+type OptionError struct {
+	Option string // "BatchSize"
+	Reason string // "-1 must not be negative"
+}
+
+func (e *OptionError) Error() string { return fmt.Sprintf("relay: %s: %s", e.Option, e.Reason) }
+
+// Validate reports every option of o that the relay refuses, each as an
+// [*OptionError], joined: a negative batch size, poll interval, number of
+// attempts, backoff or publish timeout.
+func (o Options) Validate() error {
+	var errs []error
+	for _, n := range []struct {
+		option string
+		value  int
+	}{{"BatchSize", o.BatchSize}, {"MaxAttempts", o.MaxAttempts}} {
+		if n.value < 0 {
+			errs = append(errs, &OptionError{Option: n.option, Reason: fmt.Sprintf("%d must not be negative", n.value)})
+		}
+	}
+	for _, d := range []struct {
+		option string
+		value  time.Duration
+	}{{"PollInterval", o.PollInterval}, {"BackoffBase", o.BackoffBase}, {"BackoffMax", o.BackoffMax}, {"PublishTimeout", o.PublishTimeout}} {
+		if d.value < 0 {
+			errs = append(errs, &OptionError{Option: d.option, Reason: fmt.Sprintf("%s must not be negative", d.value)})
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Relay publishes committed outbox rows to JetStream. Any number of relays
 // may run against one database; see docs/OUTBOX.md.
 type Relay struct {
@@ -126,6 +166,9 @@ type Relay struct {
 	pub  jetstream.JetStream // publishing: a private async-publish context
 	opts Options
 	log  *slog.Logger
+	// invalid is what Options.Validate refused; the relay then runs
+	// nothing.
+	invalid error
 
 	ensured atomic.Bool
 	running atomic.Bool
@@ -155,10 +198,11 @@ type testHooks struct {
 // NewRelay returns a relay that claims rows through pool and publishes them
 // with js. Publishing uses a private async-publish context on js's
 // connection, so its PubAck bookkeeping is not shared with other users of
-// js; stream management uses js itself.
+// js; stream management uses js itself. Options out of range
+// ([Options.Validate]) make [Relay.Run] and [Relay.RunOnce] fail at once.
 func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) *Relay {
-	opts = opts.withDefaults()
-	r := &Relay{pool: pool, js: js, pub: js, opts: opts, log: opts.Logger.With("component", "outbox-relay")}
+	opts = opts.WithDefaults()
+	r := &Relay{pool: pool, js: js, pub: js, opts: opts, invalid: opts.Validate(), log: opts.Logger.With("component", "outbox-relay")}
 	r.setOutageRepeat(DefaultOutageRepeat)
 	if nc := js.Conn(); nc != nil {
 		pub, err := jetstream.New(nc,
@@ -175,6 +219,10 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, opts Options) *Relay {
 	return r
 }
 
+// Options are the options the relay runs with: those given to
+// [NewRelay], with [Options.WithDefaults] applied.
+func (r *Relay) Options() Options { return r.opts }
+
 func (r *Relay) setOutageRepeat(d time.Duration) {
 	r.roundOutage = newOutageLog(r.log, "outbox round", d)
 	r.listenOutage = newOutageLog(r.log, "outbox listener", d)
@@ -184,8 +232,12 @@ func (r *Relay) setOutageRepeat(d time.Duration) {
 // Run relays until ctx is done and returns nil then. It wakes on the
 // outbox NOTIFY, keeps claiming while rows are ready, sleeps until the next
 // retry is due or PollInterval passes, and deletes old sent rows. Errors
-// (database or NATS unavailable) are logged and retried with backoff.
+// (database or NATS unavailable) are logged and retried with backoff;
+// options out of range are returned at once.
 func (r *Relay) Run(ctx context.Context) error {
+	if r.invalid != nil {
+		return r.invalid
+	}
 	if !r.running.CompareAndSwap(false, true) {
 		return errors.New("relay: relay is already running")
 	}
@@ -255,6 +307,9 @@ func (r *Relay) Run(ctx context.Context) error {
 // and are not an error; an error means the round itself failed (database,
 // NATS connection, stream creation) and nothing was written.
 func (r *Relay) RunOnce(ctx context.Context) (published int, err error) {
+	if r.invalid != nil {
+		return 0, r.invalid
+	}
 	res, err := r.round(ctx)
 	return res.published, err
 }

@@ -53,7 +53,7 @@ func AppFactory(adminURL string, base app.Config, handlers app.Handlers, logLeve
 		cfg.Consumers[0].BatchWait = cs.BatchWait
 		cfg.Consumers[0].Concurrency = cs.Concurrency
 		cfg.ApplyEnv(noEnv)
-		if err := cfg.Validate(noEnv, handlers); err != nil {
+		if err := cfg.Complete(noEnv, handlers); err != nil {
 			_ = db.Drop()
 			_ = os.RemoveAll(dir)
 			return nil, err
