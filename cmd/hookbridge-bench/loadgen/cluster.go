@@ -127,7 +127,21 @@ func (o *ClusterOptions) setDefaults() error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	// The sending, the faults and the progress line write to it at once.
+	o.Progress = &syncWriter{w: o.Progress}
 	return nil
+}
+
+// syncWriter serialises the writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // ClusterResult is a cluster run's report. Every count is read from the
