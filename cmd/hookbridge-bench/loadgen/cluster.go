@@ -121,6 +121,9 @@ func (o *ClusterOptions) setDefaults() error {
 	if o.RestartAt > 0 && o.RestartAt <= o.KillAt {
 		return fmt.Errorf("loadgen: cluster: --restart-at %g must come after --kill-at %g", o.RestartAt, o.KillAt)
 	}
+	if o.KillAt > 0 && o.RestartAt > 0 && o.Instances < 2 {
+		return errors.New("loadgen: cluster: with one instance nothing is answered while it is down, so --restart-at is never reached; use --restart-delay")
+	}
 	if o.Settle <= 0 {
 		o.Settle = 2 * time.Minute
 	}
@@ -165,11 +168,14 @@ type ClusterResult struct {
 	Duplicates  int `json:"duplicates"`
 	// Requests counts every attempt; Answered503 and NetworkErrors the
 	// attempts that failed so and were retried on the next instance.
-	Requests      int            `json:"requests"`
-	Answered503   int            `json:"answered_503"`
-	NetworkErrors int            `json:"network_errors"`
-	Statuses      map[string]int `json:"statuses"`
-	NotAccepted   int            `json:"not_accepted"`
+	// AnsweredPerSecond is the events answered 2xx over first send →
+	// last 2xx: the rate reached, which --rate bounds.
+	AnsweredPerSecond float64        `json:"answered_per_s"`
+	Requests          int            `json:"requests"`
+	Answered503       int            `json:"answered_503"`
+	NetworkErrors     int            `json:"network_errors"`
+	Statuses          map[string]int `json:"statuses"`
+	NotAccepted       int            `json:"not_accepted"`
 
 	// Applied is the inbox rows of the run's events (both consumers).
 	Applied int `json:"applied"`
@@ -499,12 +505,13 @@ func (c *cluster) killAndRestart(ctx context.Context) {
 		return
 	case <-time.After(time.Until(killed.Add(c.o.RestartDelay))):
 	}
+	c.step("%s starting again", in.name)
 	started, err := in.startIfStopped(ctx, c.o.Exe)
 	switch {
 	case err != nil:
 		c.fail(err)
 	case started:
-		c.step("%s restarted", in.name)
+		c.step("%s restarted (ready)", in.name)
 	default:
 		c.step("%s was started again already (a rolling restart)", in.name)
 	}
@@ -522,7 +529,7 @@ func (c *cluster) rolling(ctx context.Context) {
 			c.fail(err)
 			return
 		}
-		c.step("%s restarted", in.name)
+		c.step("%s restarted (ready)", in.name)
 	}
 }
 
@@ -724,6 +731,11 @@ func (c *cluster) result(total int, k clusterCounts) *ClusterResult {
 	r.StaleAccounts = c.o.Accounts - k.AccountsAtFinal
 	r.DeadLetters = k.DeadLetters
 	r.OrdersNotPaid = c.o.Orders - k.OrdersPaid
+	if last := s.lastOK.Load(); last > 0 {
+		if d := time.Unix(0, last).Sub(s.firstSend).Seconds(); d > 0 {
+			r.AnsweredPerSecond = float64(r.Answered2xx) / d
+		}
+	}
 	if last := s.lastOK.Load(); last > 0 && !k.LastApply.IsZero() {
 		r.LastAckToLastApplySeconds = k.LastApply.Sub(time.Unix(0, last)).Seconds()
 		if d := k.LastApply.Sub(s.firstSend).Seconds(); d > 0 {
@@ -787,7 +799,7 @@ func (r *ClusterResult) Print(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
 	row("events sent", fmt.Sprintf("%d of %d", r.Sent, r.Events))
-	row("answered 2xx", fmt.Sprintf("%d (%d of them 200 duplicate)", r.Answered2xx, r.Duplicates))
+	row("answered 2xx", fmt.Sprintf("%d (%d of them 200 duplicate), %.0f/s", r.Answered2xx, r.Duplicates, r.AnsweredPerSecond))
 	row("requests / answered 503 / network errors", fmt.Sprintf("%d / %d / %d", r.Requests, r.Answered503, r.NetworkErrors))
 	if r.Backlog != nil {
 		row("backlog at the configuration change", *r.Backlog)
