@@ -67,3 +67,51 @@ func TestClusterRunWithAKill(t *testing.T) {
 	}
 	t.Logf("report:\n%s", out.String())
 }
+
+// TestClusterRunUnkeyedAfterABacklog restarts each instance in turn
+// (SIGTERM) while the events arrive, takes the second half in with the
+// ingress role only, and then starts every instance with both sources'
+// ordering keys turned off: the backlog accepted under the keys is applied,
+// once and in order.
+func TestClusterRunUnkeyedAfterABacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs processes")
+	}
+	t.Parallel()
+	exe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge")
+	natsExe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge-bench")
+	const accounts, versions, orders, concurrency = 30, 8, 20, 8
+	var progress strings.Builder
+	res, err := loadgen.Cluster(ctx(t), loadgen.ClusterOptions{
+		Exe: exe, NATSExe: natsExe, AdminURL: hookbridgetest.AdminURL(), Instances: 2,
+		Accounts: accounts, Versions: versions, Orders: orders, Concurrency: concurrency,
+		Rolling: true, UnkeyAfter: true, PaidFirst: true, Settle: time.Minute, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var out strings.Builder
+	res.Print(&out)
+	events := accounts*versions + 2*orders
+	if !res.OK || res.Answered2xx != events || res.Applied != events || res.AppliedTwice != 0 || res.OutOfOrder != 0 ||
+		res.StaleAccounts != 0 || res.DeadLetters != 0 || res.OrdersNotPaid != 0 {
+		t.Fatalf("report:\n%s\nprogress:\n%s", out.String(), progress.String())
+	}
+	// The sending pauses once half the events were answered, until every
+	// instance serves the ingress role only: what was applied before the
+	// change is at most that half and the requests then in flight.
+	if want := events - (events+1)/2 - (concurrency - 1); res.Backlog == nil || *res.Backlog < want {
+		t.Fatalf("backlog at the change %v, want at least %d:\n%s", res.Backlog, want, out.String())
+	}
+	timeline := ""
+	for _, s := range res.Timeline {
+		timeline += s.What + "\n"
+	}
+	for _, w := range []string{"hb1 stopping (SIGTERM) for a rolling restart", "hb2 restarted with the ingress role only",
+		"all instances started with all roles and ordering_key: none"} {
+		if !strings.Contains(timeline, w) {
+			t.Errorf("timeline lacks %q:\n%s", w, out.String())
+		}
+	}
+	t.Logf("report:\n%s", out.String())
+}
