@@ -90,8 +90,11 @@ func (in *clusterInstance) startLocked(ctx context.Context, exe string) error {
 	return fmt.Errorf("%s not ready after a minute (log: %s)", in.name, p.log)
 }
 
-// ready reports whether url answers 200.
+// ready reports whether url answers 200 within 5 s (readyz gives its
+// checks 2 s).
 func ready(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return false
