@@ -459,7 +459,7 @@ type ClusterFlags struct {
 	Instances    int           `help:"Cluster: hookbridge serve processes, all roles, on one nats-server and one database." default:"2"`
 	Accounts     int           `help:"Cluster: accounts of the ledger source (keyed), each sent --versions versions in order: a version only once the one before was answered 2xx." default:"400"`
 	Versions     int           `help:"Cluster: versions per account." default:"10"`
-	Orders       int           `help:"Cluster: demo orders, each an order.created and an order.paid (0: half the accounts); with --paid-first, one order in --paid-every (default 5) has its order.paid sent before its order.created."`
+	Orders       int           `help:"Cluster: demo orders, each an order.created and an order.paid (0: half the accounts, -1: none); with --paid-first, one order in --paid-every (default 5) has its order.paid sent before its order.created."`
 	KillAt       float64       `name:"kill-at" help:"Cluster: SIGKILL the last instance once this share of the events was answered 2xx (0.4), and start it again at --restart-at."`
 	RestartAt    float64       `name:"restart-at" help:"Cluster: the share of the events answered 2xx at which the killed instance starts again (0: at once, after --restart-delay)."`
 	RestartDelay time.Duration `name:"restart-delay" help:"Cluster: the least time between the kill and the restart."`
