@@ -93,7 +93,7 @@ func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
 // BenchCmd drives load at hookbridge and measures it; see
 // docs/PERFORMANCE.md.
 type BenchCmd struct {
-	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog), suite (all of them, repeated, with ratios and targets) or external (hookbridge serve with the default configuration and a nats-server, each in a process of its own, against the floor and raw commits, repeated; --soak runs it at a steady rate and samples both processes' memory). nats-server runs only the server the external modes start." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite,external,nats-server" default:"pipeline"`
+	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog), suite (all of them, repeated, with ratios and targets), external (hookbridge serve with the default configuration and a nats-server, each in a process of its own, against the floor and raw commits, repeated; --soak runs it at a steady rate and samples both processes' memory) or cluster (several hookbridge serve processes on one nats-server and one database, under the faults asked for, with order, exactly-once and dead letters counted from the database; see the cluster flags). nats-server runs only the server the external modes start." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite,external,cluster,nats-server" default:"pipeline"`
 
 	URL    string `help:"Base URL of a running hookbridge (pipeline mode). Empty starts one in-process with an embedded JetStream in a temporary directory and a fresh database created on --database-url's server and dropped afterwards."`
 	Secret string `help:"Signing secret of --source (with --url; default: the source's configured secret)."`
@@ -133,6 +133,8 @@ type BenchCmd struct {
 	JSON       bool   `name:"json" help:"Print the result as JSON instead of a table."`
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
 	MemProfile string `name:"mem-profile" help:"Pipeline mode: write a heap profile of the whole process to this file once every event was applied, before the in-process hookbridge stops." type:"path"`
+
+	ClusterFlags `embed:""`
 }
 
 // Run implements the bench command.
@@ -181,7 +183,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		}
 		out, err := c.runFloor(ctx, f, progress)
 		return c.finish(out, err, rt.stdout)
-	case "external":
+	case "external", "cluster":
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("bench: find the hookbridge-bench binary: %w", err)
@@ -191,6 +193,10 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 			return fmt.Errorf("bench: %w", err)
 		}
 		defer cleanup()
+		if c.Mode == "cluster" {
+			out, err := orNil(loadgen.Cluster(ctx, c.clusterOptions(exe, self, cfg.PoolURL(), progress)))
+			return c.finish(out, err, rt.stdout)
+		}
 		out, err := c.runExternal(ctx, exe, self, cfg.PoolURL(), progress)
 		return c.finish(out, err, rt.stdout)
 	}
@@ -441,6 +447,37 @@ func isNil(v any) bool {
 		return x == nil
 	case *loadgen.SoakResult:
 		return x == nil
+	case *loadgen.ClusterResult:
+		return x == nil
 	}
 	return false
+}
+
+// ClusterFlags are --mode cluster's own flags; --concurrency, --rate,
+// --paid-first and --paid-every serve it too.
+type ClusterFlags struct {
+	Instances    int           `help:"Cluster: hookbridge serve processes, all roles, on one nats-server and one database." default:"2"`
+	Accounts     int           `help:"Cluster: accounts of the ledger source (keyed), each sent --versions versions in order: a version only once the one before was answered 2xx." default:"400"`
+	Versions     int           `help:"Cluster: versions per account." default:"10"`
+	Orders       int           `help:"Cluster: demo orders, each an order.created and an order.paid (0: half the accounts, -1: none); with --paid-first, one order in --paid-every (default 5) has its order.paid sent before its order.created."`
+	KillAt       float64       `name:"kill-at" help:"Cluster: SIGKILL the last instance once this share of the events was answered 2xx (0.4), and start it again at --restart-at."`
+	RestartAt    float64       `name:"restart-at" help:"Cluster: the share of the events answered 2xx at which the killed instance starts again (0: at once, after --restart-delay)."`
+	RestartDelay time.Duration `name:"restart-delay" help:"Cluster: the least time between the kill and the restart."`
+	Rolling      bool          `help:"Cluster: stop (SIGTERM) and restart each instance in turn during the run."`
+	FailKeys     int           `name:"fail-keys" help:"Cluster: this many accounts fail every apply (the ledger's statement raises) until --fail-for after the first send, and heal by retry."`
+	FailFor      time.Duration `name:"fail-for" help:"Cluster: how long the --fail-keys accounts fail." default:"10s"`
+	Replay       bool          `help:"Cluster: run hookbridge replay --consumer ledger --since 1h against the running instances once half the events were answered."`
+	UnkeyAfter   bool          `name:"unkey-after" help:"Cluster: change the configuration between two runs: the ingress role only for the second half of the events (a backlog is left), then every instance stopped and started with all roles and ordering_key: none."`
+	AckWait      time.Duration `name:"ack-wait" help:"Cluster: the consumers' ack_wait (0: hookbridge's default)."`
+	Settle       time.Duration `help:"Cluster: stop waiting for the applies when none came for this long." default:"2m"`
+}
+
+// clusterOptions are the cluster run's options, with serve run by exe
+// and nats-server by self.
+func (c *BenchCmd) clusterOptions(exe, self, adminURL string, progress io.Writer) loadgen.ClusterOptions {
+	f := c.ClusterFlags
+	return loadgen.ClusterOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Instances: f.Instances, Accounts: f.Accounts,
+		Versions: f.Versions, Orders: f.Orders, Concurrency: c.Concurrency, Rate: c.Rate, KillAt: f.KillAt, RestartAt: f.RestartAt,
+		RestartDelay: f.RestartDelay, Rolling: f.Rolling, FailKeys: f.FailKeys, FailFor: f.FailFor, PaidFirst: c.PaidFirst,
+		PaidEvery: c.PaidEvery, Replay: f.Replay, UnkeyAfter: f.UnkeyAfter, AckWait: f.AckWait, Settle: f.Settle, Progress: progress}
 }
