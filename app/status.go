@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/store"
@@ -132,7 +133,7 @@ const RetryingShown = 20
 
 // replayConsumerPrefix names the ephemeral consumers of running replays;
 // they are not part of the deployment's state.
-const replayConsumerPrefix = "hookbridge_replay_"
+const replayConsumerPrefix = durables.ReplayPrefix
 
 // NewStatus is an empty overview whose lists encode as [] rather than
 // null in JSON.
@@ -212,7 +213,7 @@ func (st *Status) ReadJetStream(ctx context.Context, js jetstream.JetStream) err
 			FirstTime: info.State.FirstTime, LastTime: info.State.LastTime,
 			MaxBytes: info.Config.MaxBytes, MaxAgeSeconds: info.Config.MaxAge.Seconds(),
 		}
-		if err := atLimit(info); err != nil {
+		if err := stream.AtLimit(info); err != nil {
 			ss.Full = err.Error()
 		}
 		st.Streams = append(st.Streams, ss)
@@ -238,15 +239,15 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
-	lastSeq := s.CachedInfo().State.LastSeq // read before the consumers: see retentionFloor
-	consumers, err := listConsumers(ctx, s)
+	lastSeq := s.CachedInfo().State.LastSeq // read before the consumers: see durables.Floor
+	consumers, err := durables.List(ctx, s)
 	if err != nil {
-		return fmt.Errorf("list consumers of %s: %w", streamName, err)
+		return err
 	}
 	// A consumer on HOOKS is its own durable and its partition durables:
 	// one row, whose figures are theirs together.
 	var order []string
-	durables := map[string][]*jetstream.ConsumerInfo{}
+	byName := map[string][]*jetstream.ConsumerInfo{}
 	for _, ci := range consumers {
 		if strings.HasPrefix(ci.Name, replayConsumerPrefix) {
 			continue
@@ -255,16 +256,16 @@ func (st *Status) readConsumers(ctx context.Context, js jetstream.JetStream, str
 		if owner, p := stream.ConsumerOfDurable(ci.Name); streamName == stream.Hooks && p >= 0 {
 			name = owner
 		}
-		if _, ok := durables[name]; !ok {
+		if _, ok := byName[name]; !ok {
 			order = append(order, name)
 		}
-		durables[name] = append(durables[name], ci)
+		byName[name] = append(byName[name], ci)
 	}
 	for _, name := range order {
-		st.Consumers = append(st.Consumers, consumerStatus(ctx, js, streamName, name, durables[name]))
+		st.Consumers = append(st.Consumers, consumerStatus(ctx, js, streamName, name, byName[name]))
 	}
 	if streamName == stream.Hooks {
-		if floor, _, err := retentionFloor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
+		if floor, _, err := durables.Floor(ctx, s, nil, consumers, nil, lastSeq); err == nil {
 			for i := range st.Streams {
 				if st.Streams[i].Name == stream.Hooks {
 					st.Streams[i].LowestAckFloor = &floor
@@ -287,18 +288,15 @@ func consumerStatus(ctx context.Context, js jetstream.JetStream, streamName, nam
 			cs.own = cs.own || ci.Config.Durable != ""
 			continue
 		}
-		ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream}
-		for _, g := range ci.PriorityGroups {
-			ps.Pinned = ps.Pinned || g.PinnedClientID != ""
-		}
+		ps := PartitionStatus{Partition: p, NumPending: ci.NumPending, NumAckPending: ci.NumAckPending, AckFloor: ci.AckFloor.Stream, Pinned: durables.Pinned(ci)}
 		cs.Partitions = append(cs.Partitions, ps)
 		backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
 	}
-	f := sumDurables(infos)
-	cs.NumPending, cs.NumAckPending, cs.NumRedelivered = f.pending, f.ackPending, f.redelivered
-	cs.AckFloor, cs.DeliveredSeq, cs.Paused = f.ackFloor, f.delivered, f.paused
-	if streamName == stream.Hooks && (f.pending > 0 || f.ackPending > 0) {
-		if age, err := oldestUnacked(ctx, js, infos); err == nil {
+	f := durables.Sum(infos)
+	cs.NumPending, cs.NumAckPending, cs.NumRedelivered = f.Pending, f.AckPending, f.Redelivered
+	cs.AckFloor, cs.DeliveredSeq, cs.Paused = f.AckFloor, f.Delivered, f.Paused
+	if streamName == stream.Hooks && f.Busy() {
+		if age, err := durables.OldestUnacked(ctx, js, infos); err == nil {
 			cs.OldestUnackedSeconds = age.Seconds()
 		}
 	}
@@ -318,50 +316,6 @@ func consumerStatus(ctx context.Context, js jetstream.JetStream, streamName, nam
 		cs.Members = append(cs.Members, ms)
 	}
 	return cs
-}
-
-// durableSums are the figures of one consumer made of several durables
-// (a keyed consumer's own and its partitions'), as status, the console
-// and the metrics all show them.
-type durableSums struct {
-	pending                 uint64
-	ackPending, redelivered int
-	// ackFloor is the lowest ack floor among the durables that still
-	// hold work (pending or unacked messages): every message up to it is
-	// acked by every durable. With no work anywhere it is the highest
-	// floor, the last message the consumer acked. A durable without work
-	// can keep a floor far behind (a partition no key went to since the
-	// start keeps 0), which says nothing about what is left to apply.
-	ackFloor  uint64
-	delivered uint64 // the last stream sequence delivered by any of them
-	paused    bool
-}
-
-func sumDurables(infos []*jetstream.ConsumerInfo) durableSums {
-	var s durableSums
-	var busyFloor, idleFloor *uint64
-	for _, ci := range infos {
-		s.pending += ci.NumPending
-		s.ackPending += ci.NumAckPending
-		s.redelivered += ci.NumRedelivered
-		s.delivered = max(s.delivered, ci.Delivered.Stream)
-		s.paused = s.paused || ci.Paused
-		f := ci.AckFloor.Stream
-		if ci.NumPending > 0 || ci.NumAckPending > 0 {
-			if busyFloor == nil || f < *busyFloor {
-				busyFloor = &f
-			}
-		} else if idleFloor == nil || f > *idleFloor {
-			idleFloor = &f
-		}
-	}
-	switch {
-	case busyFloor != nil:
-		s.ackFloor = *busyFloor
-	case idleFloor != nil:
-		s.ackFloor = *idleFloor
-	}
-	return s
 }
 
 // unresolvedDeadLetters counts the unresolved dead letters per consumer,
