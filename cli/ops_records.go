@@ -186,13 +186,11 @@ type conflictJSON struct {
 // them. The original is read back from HOOKS; without JetStream the
 // rejected body is still printed, and why the original is not.
 func (c *conflictsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
-		o := &ops.Ops{Pool: pool, Consumers: app.OpsConsumers(cfg, rt.handlers)}
-		js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)
-		if jsErr == nil {
-			defer closeNATS()
-			o.JS = js
-		}
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOptionalJS(ctx, cfg, rt, c.natsFlags, func(o *ops.Ops, jsErr error) error {
 		d, err := o.GetConflict(ctx, c.ID)
 		if errors.Is(err, ops.ErrNotFound) {
 			return fmt.Errorf("conflicts: conflict %d not found", c.ID)

@@ -41,8 +41,9 @@ type Options struct {
 	Ops *ops.Ops
 	// Token is the Bearer token every API request must carry (required).
 	Token string
-	// Status reads the overview for GET /api/v1/status (required).
-	Status func(ctx context.Context) (Status, error)
+	// Ready tells GET /api/v1/status whether the instance is ready (what
+	// its /readyz answers); nil leaves readiness out.
+	Ready func(ctx context.Context) bool
 	// Console is served at / without authentication (it holds no data);
 	// nil serves nothing there.
 	Console fs.FS
@@ -71,8 +72,6 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("admin: no ops")
 	case o.Token == "":
 		return nil, errors.New("admin: no token")
-	case o.Status == nil:
-		return nil, errors.New("admin: no status reader")
 	}
 	h := &Handler{o: o, mux: http.NewServeMux(), token: sha256.Sum256([]byte(o.Token)), log: o.Logger}
 	if h.log == nil {

@@ -51,13 +51,10 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: app.OpsConsumers(cfg, handlers)}
+	o := &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: configured(cfg, handlers)}
 	var logBuf bytes.Buffer
 	h, err := admin.New(admin.Options{
 		Ops: o, Token: apiToken, Logger: slog.New(slog.NewJSONHandler(&syncWriter{w: &logBuf}, nil)),
-		Status: func(ctx context.Context) (admin.Status, error) {
-			return app.ReadAdminStatus(ctx, cfg, db.Pool, ns.JS, nil)
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +65,23 @@ func newAPIEnv(t *testing.T) *apiEnv {
 		h.Close()
 	})
 	return &apiEnv{db: db, ns: ns, ops: o, srv: srv, log: &logBuf}
+}
+
+// configured are cfg's consumers as the operator actions take them, built
+// from the configuration's public methods as serve and the command line
+// build them.
+func configured(cfg app.Config, handlers app.Handlers) []ops.Consumer {
+	handlers = app.WithSelftest(cfg, handlers)
+	out := make([]ops.Consumer, 0, len(cfg.Consumers))
+	for i := range cfg.Consumers {
+		cc := &cfg.Consumers[i]
+		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
+		if h, err := cc.NewHandler(handlers); err == nil {
+			c.Handler = h
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // syncWriter is a writer the handler's goroutines may share.
@@ -200,7 +214,7 @@ func TestAPIRequiresToken(t *testing.T) {
 		t.Fatalf("unresolved dead letters after refused requests = %d, want 1", n)
 	}
 	// And the right token opens it.
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if st.DeadLettersUnresolved != 1 {
 		t.Fatalf("status dead_letters_unresolved = %d, want 1", st.DeadLettersUnresolved)
@@ -457,7 +471,7 @@ func TestConflictShowAndResolve(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Fatalf("unresolved conflicts after resolve = %+v", list)
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if st.Conflicts != 1 || st.ConflictsUnresolved != 0 {
 		t.Fatalf("status conflicts = %d, unresolved %d; want 1, 0", st.Conflicts, st.ConflictsUnresolved)
@@ -625,7 +639,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if len(st.Retrying) != 1 || st.RetryingByConsumer["orders"] != 1 {
 		t.Fatalf("retrying = %+v, by consumer %v", st.Retrying, st.RetryingByConsumer)
@@ -634,7 +648,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 		f.LastError != "unknown order o-late" || f.LastFailedAt.IsZero() {
 		t.Fatalf("retrying event = %+v", f)
 	}
-	var hooks *admin.StreamStatus
+	var hooks *ops.StreamStatus
 	for i := range st.Streams {
 		if st.Streams[i].Name == stream.Hooks {
 			hooks = &st.Streams[i]
@@ -720,7 +734,7 @@ func TestPauseResume(t *testing.T) {
 	if ci := info.CachedInfo(); !ci.Paused {
 		t.Fatal("JetStream does not report the consumer paused")
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if len(st.Consumers) != 1 || !st.Consumers[0].Paused {
 		t.Fatalf("status consumers = %+v", st.Consumers)

@@ -11,7 +11,7 @@ import (
 )
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) error {
-	st, err := h.o.Status(r.Context())
+	st, err := h.o.Ops.Status(r.Context(), h.o.Ready)
 	if err != nil {
 		return err
 	}

@@ -425,6 +425,7 @@
       { label: "Ack pending", num: true, cell: (c) => num(c.ack_pending) },
       { label: "Redelivered", num: true, cell: (c) => num(c.redelivered) },
       { label: "Retrying", num: true, cell: (c) => num(c.retrying || 0) },
+      { label: "Postponed", num: true, cell: (c) => num(c.postponed || 0) },
       { label: "Applied", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].acked) },
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
@@ -438,14 +439,28 @@
       "it has not acked, so nothing after it is ever trimmed and the stream fills. Delete it once you are sure no consumer " +
       "will come back under that name.") : null);
 
-    refresh($("ov-retrying"), table(retryingCaption(st), [
+    refresh($("ov-retrying"), table(cutCaption("Failing now, redelivered after their backoff and dead-lettered at max_deliver",
+      st.retrying_by_consumer, st.retrying), [
       { label: "Consumer", cell: (f) => f.consumer },
       { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
       { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
-      { label: "Failures", num: true, cell: (f) => f.postponed_since ? badge("postponed", "warn") : num(f.failures) },
+      { label: "Failures", num: true, cell: (f) => num(f.failures) },
       { label: "Last failed", cell: (f) => time(f.last_failed_at) },
       { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
     ], st.retrying, "No event is failing right now.", (f) => ({ "data-event": f.event_id })));
+
+    // A postponed event is not failing: its handler waits for a later
+    // event of its key, for at most postpone_limit from when it was
+    // first postponed.
+    refresh($("ov-postponed"), table(cutCaption("Waiting for a later event of their key, dead-lettered once postponed for longer than postpone_limit",
+      st.postponed_by_consumer, st.postponed), [
+      { label: "Consumer", cell: (f) => f.consumer },
+      { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
+      { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
+      { label: "Postponed since", cell: (f) => time(f.postponed_since) },
+      { label: "Failures", num: true, cell: (f) => num(f.failures) },
+      { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
+    ], st.postponed, "No event is postponed.", (f) => ({ "data-event": f.event_id })));
 
     refresh($("ov-streams"), table(null, [
       { label: "Stream", cell: (s) => el("strong", { text: s.name }) },
@@ -586,14 +601,13 @@
     }
   }
 
-  // retryingCaption says what the list is, and that it is cut when more
-  // events fail than the overview lists.
-  function retryingCaption(st) {
-    const all = Object.values(st.retrying_by_consumer || {}).reduce((a, n) => a + n, 0);
-    const shown = (st.retrying || []).length;
+  // cutCaption says what a list of the overview is, and that it is cut
+  // when there are more events than the overview lists.
+  function cutCaption(what, byConsumer, list) {
+    const all = Object.values(byConsumer || {}).reduce((a, n) => a + n, 0);
+    const shown = (list || []).length;
     if (!shown) return null;
-    return "Failing now, redelivered after their backoff and dead-lettered at max_deliver" +
-      (all > shown ? " (the " + shown + " most recent of " + num(all) + ")" : "");
+    return what + (all > shown ? " (the " + shown + " most recent of " + num(all) + ")" : "");
   }
 
   async function pauseResume(button, name, pause) {
