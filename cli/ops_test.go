@@ -90,7 +90,7 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 		// One JSON object per line; the summary is the last.
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		var got struct {
-			Summary engine.ReplaySummary `json:"summary"`
+			Summary ops.ReplayResult `json:"summary"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("replay json: %v\n%s", err, out)
@@ -267,6 +267,20 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	if err != nil || strings.Contains(out, "evt-9") {
 		t.Fatalf("list of another consumer: %v\n%s", err, out)
 	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json"}, flags...)...)
+	var dls ops.Page[ops.DeadLetterView]
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || len(dls.Items) != 1 || dls.Items[0].ID != int64(dlID) || dls.Items[0].EventID != "evt-9" ||
+		dls.NextCursor != nil || strings.Contains(out, "tok_visible") {
+		t.Fatalf("dead-letters list --json: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json", "--limit", "1"}, flags...)...)
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || dls.NextCursor == nil || *dls.NextCursor != fmt.Sprint(dlID) {
+		t.Fatalf("a full page has the next cursor: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json", "--cursor", *dls.NextCursor}, flags...)...)
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || len(dls.Items) != 0 {
+		t.Fatalf("the page after the last: %v\n%s", err, out)
+	}
 	out, err = runOps(t, append([]string{"dead-letters", "show", fmt.Sprint(dlID)}, flags...)...)
 	if err != nil || !strings.Contains(out, body) || !regexpLine(out, `^last error\s+unknown order$`) {
 		t.Fatalf("show: %v\n%s", err, out)
@@ -288,8 +302,8 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 		t.Fatalf("conflicts list: %v\n%s", err, out)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "list", "--json"}, flags...)...)
-	var list []ops.ConflictView
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
+	var list ops.Page[ops.ConflictView]
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list.Items) != 1 || list.Items[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
 		t.Fatalf("conflicts list --json: %v\n%s", err, out)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "show", fmt.Sprint(cID)}, flags...)...)

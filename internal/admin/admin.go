@@ -284,26 +284,6 @@ func page(r *http.Request) (limit int, before int64, err error) {
 	return limit, before, nil
 }
 
-// list is the answer of every list endpoint.
-type list[T any] struct {
-	Items      []T     `json:"items"`
-	NextCursor *string `json:"next_cursor"`
-}
-
-// newList pages items whose last id is lastID: a full page has a next
-// cursor.
-func newList[T any](items []T, limit int, lastID int64) list[T] {
-	out := list[T]{Items: items}
-	if out.Items == nil {
-		out.Items = []T{}
-	}
-	if len(items) == limit && lastID > 0 {
-		c := strconv.FormatInt(lastID, 10)
-		out.NextCursor = &c
-	}
-	return out
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // fingerprint is a short HMAC of token under a key drawn for this call:

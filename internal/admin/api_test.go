@@ -543,21 +543,17 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	e.apply(t, "c1")
 
 	var dry struct {
-		DryRun  bool `json:"dry_run"`
-		Summary struct {
-			Messages  int            `json:"messages"`
-			ByType    map[string]int `json:"by_type"`
-			ByOutcome map[string]int `json:"by_outcome"`
-		} `json:"summary"`
-		Items []struct {
+		DryRun  bool             `json:"dry_run"`
+		Summary ops.ReplayResult `json:"summary"`
+		Items   []struct {
 			StreamSeq uint64 `json:"stream_seq"`
 			EventID   string `json:"event_id"`
 			EventType string `json:"event_type"`
 		} `json:"items"`
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders", "from_seq": 1}, http.StatusOK, &dry)
-	if !dry.DryRun || dry.Summary.Messages != 4 || dry.Summary.ByType[orders.Created] != 3 || dry.Summary.ByType[orders.Paid] != 1 ||
-		dry.Summary.ByOutcome["new"] != 3 || dry.Summary.ByOutcome["duplicate"] != 1 || len(dry.Items) != 4 || dry.Items[0].EventID != "c1" {
+	if !dry.DryRun || !dry.Summary.DryRun || dry.Summary.Selected != 4 || dry.Summary.ByType[orders.Created] != 3 || dry.Summary.ByType[orders.Paid] != 1 ||
+		dry.Summary.New != 3 || dry.Summary.Duplicate != 1 || len(dry.Items) != 4 || dry.Items[0].EventID != "c1" {
 		t.Fatalf("dry run = %+v", dry)
 	}
 	if n := e.db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 1 {
@@ -604,8 +600,8 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 	_, dl := e.deadPaid(t, "p-dead", "o-missing")
 	var dry struct {
 		Summary struct {
-			ByOutcome      map[string]int `json:"by_outcome"`
-			NewDeadLetters int            `json:"new_dead_letters"`
+			New            int `json:"new"`
+			NewDeadLetters int `json:"new_dead_letters"`
 		} `json:"summary"`
 		Items []struct {
 			EventID      string `json:"event_id"`
@@ -615,7 +611,7 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 		} `json:"items"`
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders"}, http.StatusOK, &dry)
-	if dry.Summary.ByOutcome["new"] != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
+	if dry.Summary.New != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
 		t.Fatalf("dry run = %+v", dry)
 	}
 	if it := dry.Items[0]; it.EventID != "c1" || it.DeadLetterID != 0 || it.Note != "" {

@@ -1048,6 +1048,9 @@
 
   let replayPlan = null; // the request of the last dry run, applied as is
 
+  // The outcomes a replay's summary counts (ops.ReplayResult).
+  const REPLAY_OUTCOMES = ["new", "duplicate", "conflict", "processed", "failed", "held", "missing", "mismatch", "unusable"];
+
   function replayRequest() {
     const r = { consumer: $("rp-consumer").value };
     const intField = (id, key) => {
@@ -1118,15 +1121,15 @@
     }
     const sum = r.summary || {};
     const byType = Object.entries(sum.by_type || {}).sort((x, y) => y[1] - x[1]);
-    const byOutcome = Object.entries(sum.by_outcome || {}).sort((x, y) => y[1] - x[1]);
+    const byOutcome = REPLAY_OUTCOMES.filter((o) => sum[o] > 0).map((o) => [o, sum[o]]).sort((x, y) => y[1] - x[1]);
     const items = r.items || [];
     const outcomes = items.some((i) => i.outcome);
     const skips = req.dead_letters && !req.out_of_order;
-    const toApply = (sum.messages || 0) - (skips ? sum.passed_dead_letters || 0 : 0);
+    const toApply = (sum.selected || 0) - (skips ? sum.passed_dead_letters || 0 : 0);
     replace(out,
       el("h2", { text: "Dry run" }),
-      el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.messages || 0) }),
-        " message" + (sum.messages === 1 ? "" : "s") + " would be re-delivered to " + req.consumer + "."),
+      el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.selected || 0) }),
+        " message" + (sum.selected === 1 ? "" : "s") + " would be re-delivered to " + req.consumer + "."),
       byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
         byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
         ". Duplicates change nothing.") : null,
@@ -1140,7 +1143,7 @@
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
       ], byType) : null,
-      items.length ? table(items.length < (sum.messages || 0) ? "The first " + items.length : "Messages", [
+      items.length ? table(items.length < (sum.selected || 0) ? "The first " + items.length : "Messages", [
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
