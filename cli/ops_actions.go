@@ -210,25 +210,17 @@ func printEventLife(w io.Writer, life ops.EventLife) error {
 	} else {
 		fmt.Fprintf(w, "%s/%s is not in HOOKS (any more)\n\n", life.Source, life.EventID)
 	}
-	t := newTable(w, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER", "FAILURES", "LAST FAILED", "LAST ERROR")
+	t := newTable(w, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER", "FAILURES", "POSTPONED SINCE", "LAST FAILED", "LAST ERROR")
 	for _, at := range life.Consumers {
-		processed, dl, failures, failed := "-", "-", "-", "-"
-		if at.ProcessedAt != nil {
-			processed = fmtTime(*at.ProcessedAt)
-		}
+		dl, failures := "-", "-"
 		if at.DeadLetterID != nil {
 			dl = fmt.Sprint(*at.DeadLetterID)
 		}
 		if at.Failures > 0 {
 			failures = fmt.Sprint(at.Failures)
 		}
-		if at.PostponedSince != nil {
-			failures = "postponed " + fmtTime(*at.PostponedSince)
-		}
-		if at.LastFailedAt != nil {
-			failed = fmtTime(*at.LastFailedAt)
-		}
-		t.row(at.Name, at.State, seqCell(at.StreamSeq), processed, dl, failures, failed, clip(at.LastError, 100))
+		t.row(at.Name, at.State, seqCell(at.StreamSeq), fmtTimePtr(at.ProcessedAt), dl, failures, fmtTimePtr(at.PostponedSince),
+			fmtTimePtr(at.LastFailedAt), clip(at.LastError, 100))
 	}
 	if err := t.flush(); err != nil {
 		return err

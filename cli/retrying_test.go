@@ -69,7 +69,7 @@ func TestStatusAndEventsShowNameARetryingEvent(t *testing.T) {
 		t.Fatalf("status --json: retrying %+v %v, postponed %+v %v", st.Retrying, st.RetryingByConsumer, st.Postponed, st.PostponedByConsumer)
 	}
 	out, err = runOps(t, append([]string{"events", "show", "demo", "evt-early"}, flags...)...)
-	if err != nil || !regexpLine(out, `^orders\s+postponed\s+1\s+-\s+-\s+postponed \S+\s+\S+\s+.*unknown order`) {
+	if err != nil || !regexpLine(out, `^orders\s+postponed\s+1\s+-\s+-\s+-\s+\d{4}-\S+Z\s+\S+\s+.*unknown order`) {
 		t.Fatalf("events show: %v\n%s", err, out)
 	}
 

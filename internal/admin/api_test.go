@@ -569,17 +569,22 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders", "from_seq": 1, "dry_run": false}, http.StatusAccepted, &job)
 	var st struct {
-		State string `json:"state"`
-		Done  int    `json:"done"`
-		Total uint64 `json:"total"`
-		Error string `json:"error"`
+		State   string            `json:"state"`
+		Done    int               `json:"done"`
+		Total   uint64            `json:"total"`
+		Error   string            `json:"error"`
+		Summary *ops.ReplayResult `json:"summary"`
 	}
 	hookbridgetest.Eventually(t, 2*time.Minute, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)
 		return st.State != "running"
 	})
-	if st.State != "done" || st.Done != 4 || st.Total != 4 || st.Error != "" {
+	if st.State != "done" || st.Done != 4 || st.Total != 4 || st.Error != "" || st.Summary == nil || st.Summary.Selected != 4 ||
+		st.Summary.Processed != 3 || st.Summary.Duplicate != 1 || st.Summary.Held != 0 {
 		t.Fatalf("job = %+v", st)
+	}
+	if !strings.Contains(e.log.String(), `"msg":"admin replay ended","job_id":"`+job.JobID+`"`) || !strings.Contains(e.log.String(), `"held":0,`) {
+		t.Fatalf("the job's end is not logged with what was held:\n%s", e.log.String())
 	}
 	if n := e.db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 4 {
 		t.Fatalf("inbox rows after the replay = %d, want 4", n)
@@ -625,6 +630,8 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 // The overview names the events failing right now with their failure
 // counts and last errors, and each stream's reach back for a replay is
 // its oldest stored message; an event's life gives its failures too.
+// Once its handler postpones it, it is listed as postponed, failures and
+// all, and no longer as failing.
 func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
@@ -659,8 +666,29 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	if len(life.Consumers) != 1 {
 		t.Fatalf("consumers = %+v", life.Consumers)
 	}
-	if c := life.Consumers[0]; c.State != ops.EventRedelivered || c.Failures != 2 || c.LastError != "unknown order o-late" || c.LastFailedAt == nil {
+	if c := life.Consumers[0]; c.State != ops.EventRedelivered || c.Failures != 2 || c.LastError != "unknown order o-late" || c.LastFailedAt == nil ||
+		c.PostponedSince != nil {
 		t.Fatalf("at orders = %+v", c)
+	}
+
+	// Its handler then postpones it: it is no longer failing but waiting
+	// for a later event of its key, with the failures it had, in status
+	// and in its life alike.
+	since, err := store.FailurePostpone(context.Background(), e.db.Pool, "orders", key, "needs its order.created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = ops.Status{}
+	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
+	if len(st.Retrying) != 0 || st.RetryingByConsumer["orders"] != 0 || len(st.Postponed) != 1 || st.PostponedByConsumer["orders"] != 1 {
+		t.Fatalf("retrying = %+v %v, postponed %+v %v; want it postponed only", st.Retrying, st.RetryingByConsumer, st.Postponed, st.PostponedByConsumer)
+	}
+	if f := st.Postponed[0]; f.EventID != "p-early" || f.Failures != 2 || f.PostponedSince == nil || !f.PostponedSince.Equal(since) {
+		t.Fatalf("postponed event = %+v, want its 2 failures and the time it was postponed, %s", f, since)
+	}
+	e.mustCall(t, "GET", "/api/v1/events/demo/p-early", nil, http.StatusOK, &life)
+	if c := life.Consumers[0]; c.State != ops.EventPostponed || c.Failures != 2 || c.PostponedSince == nil || !c.PostponedSince.Equal(since) {
+		t.Fatalf("at orders once postponed = %+v, want postponed since %s with its 2 failures", c, since)
 	}
 }
 

@@ -1188,8 +1188,12 @@
       bar.max = Math.max(s.total || 0, 1);
       bar.value = s.done || 0;
       const txt = num(s.done) + " of " + num(s.total) + " re-delivered";
-      const left = s.skipped_passed ? " " + num(s.skipped_passed) + " dead letter" + (s.skipped_passed === 1 ? "" : "s") +
-        " left alone: a later event of their ordering key had passed them." : "";
+      // Held ones were read and not applied, to keep their key's order.
+      const held = (s.summary && s.summary.held) || 0;
+      const left = (held ? " " + num(held) + " of them held, not applied: an earlier event of their ordering key failed or is not applied yet; " +
+        "replay " + (held === 1 ? "it" : "them") + " once it is." : "") +
+        (s.skipped_passed ? " " + num(s.skipped_passed) + " dead letter" + (s.skipped_passed === 1 ? "" : "s") +
+        " left alone: a later event of their ordering key had passed them." : "");
       if (s.state === "done") {
         $("rp-progress-text").textContent = "Done: " + txt + "." + left;
         $("rp-progress-text").dataset.state = "done";
@@ -1197,7 +1201,7 @@
         return true;
       }
       if (s.state === "failed") {
-        $("rp-progress-text").textContent = "Failed after " + txt + ": " + (s.error || "unknown error");
+        $("rp-progress-text").textContent = "Failed after " + txt + ": " + (s.error || "unknown error") + "." + left;
         $("rp-progress-text").dataset.state = "failed";
         flash("Replay failed: " + (s.error || "unknown error"), "error");
         return true;
