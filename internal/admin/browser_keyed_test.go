@@ -134,8 +134,12 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	}
 	b.do("back to the overview", chromedp.Click(css(`#nav a[data-page="overview"]`)))
 	b.until("orders still paused", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("paused")`, crow))
+	// The replay's message goes a few seconds after it came, moving the
+	// page up: a click aimed before that would land elsewhere.
+	b.until("the replay's message gone", `document.getElementById("flash").childElementCount === 0`)
 
 	b.do("resume orders", chromedp.Click(css(crow+" button")))
+	b.until("orders resumed", `document.getElementById("flash").textContent.includes("Consumer orders resumed.")`)
 	hookbridgetest.Eventually(t, time.Minute, "the events applied after resume", func() bool {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag' AND status = 'paid'") == 1
 	})
