@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
-	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -36,7 +35,7 @@ func TestPausedPastMaxAgeLosesNothing(t *testing.T) {
 	hookbridgetest.Eventually(t, time.Minute, "every durable of orders made", func() bool {
 		return len(ordersDurables(t, srv)) == want
 	})
-	o := &ops.Ops{Pool: db.Pool, JS: srv.JetStream(), Consumers: OpsConsumers(cfg, ordersHandlers())}
+	o := opsFor(cfg, ordersHandlers(), db.Pool, srv.JetStream(), nil)
 	if _, err := o.Pause(ctx, "orders", time.Time{}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/relay"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -98,71 +100,11 @@ func (s *Server) consumerState(ctx context.Context, name string) (metrics.Consum
 	st := metrics.ConsumerState{Pending: info.NumPending, AckPending: info.NumAckPending, Redelivered: info.NumRedelivered,
 		Paused: info.Paused}
 	if info.NumPending > 0 || info.NumAckPending > 0 {
-		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, []*jetstream.ConsumerInfo{info}); err != nil {
+		if st.OldestUnacked, err = durables.OldestUnacked(ctx, s.js, []*jetstream.ConsumerInfo{info}); err != nil {
 			return metrics.ConsumerState{}, err
 		}
 	}
 	return st, nil
-}
-
-// oldestUnacked is the age of the oldest HOOKS message a consumer has not
-// acked yet, 0 when there is none. The consumer is its durables (a keyed
-// one's own and its partitions'): for each that holds work, the first
-// message after its ack floor on its own filter subjects, the oldest of
-// those. The stream's next message after a floor is not it: a partition
-// durable's floor stays at the last message of its partition (0 for one
-// that had none yet), and what follows in the stream belongs to the
-// other partitions, already applied, so the stream's first message would
-// be reported for a paused consumer whose only waiting event is seconds
-// old.
-func oldestUnacked(ctx context.Context, js jetstream.JetStream, durables []*jetstream.ConsumerInfo) (time.Duration, error) {
-	hooks, err := js.Stream(ctx, stream.Hooks)
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream.Hooks, err)
-	}
-	var oldest *jetstream.RawStreamMsg
-	for _, ci := range durables {
-		if ci.NumPending == 0 && ci.NumAckPending == 0 {
-			continue
-		}
-		m, err := firstUnacked(ctx, hooks, ci)
-		if err != nil {
-			return 0, err
-		}
-		if m != nil && (oldest == nil || m.Sequence < oldest.Sequence) {
-			oldest = m
-		}
-	}
-	if oldest == nil {
-		return 0, nil
-	}
-	return max(time.Since(oldest.Time), 0), nil
-}
-
-// firstUnacked is the first HOOKS message after the durable's ack floor
-// that its filter subjects match (nil when there is none).
-func firstUnacked(ctx context.Context, hooks jetstream.Stream, ci *jetstream.ConsumerInfo) (*jetstream.RawStreamMsg, error) {
-	filters := ci.Config.FilterSubjects
-	if ci.Config.FilterSubject != "" {
-		filters = append([]string{ci.Config.FilterSubject}, filters...)
-	}
-	if len(filters) == 0 {
-		filters = []string{">"}
-	}
-	var first *jetstream.RawStreamMsg
-	for _, f := range filters {
-		m, err := hooks.GetMsg(ctx, ci.AckFloor.Stream+1, jetstream.WithGetMsgSubject(f))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("consumer %s: first message of %s after its ack floor %d: %w", ci.Name, f, ci.AckFloor.Stream, err)
-		}
-		if first == nil || m.Sequence < first.Sequence {
-			first = m
-		}
-	}
-	return first, nil
 }
 
 // databaseState reads the outbox counts and the unresolved dead letters.
@@ -173,8 +115,8 @@ func (s *Server) databaseState(ctx context.Context) (metrics.DatabaseState, erro
 	}
 	out := metrics.DatabaseState{OutboxPending: st.Pending, OutboxDead: st.Dead, OutboxSent: st.Sent,
 		OldestPending: st.OldestPending}
-	if out.DeadLetters, err = unresolvedDeadLetters(ctx, s.pool); err != nil {
-		return metrics.DatabaseState{}, err
+	if out.DeadLetters, err = store.DeadLetterCountUnresolvedByConsumer(ctx, s.pool); err != nil {
+		return metrics.DatabaseState{}, fmt.Errorf("count dead letters: %w", err)
 	}
 	if s.roles[RoleConsumer] {
 		for _, cc := range s.cfg.Consumers {

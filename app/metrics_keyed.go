@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -20,13 +21,13 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 	if err != nil {
 		return metrics.ConsumerState{}, fmt.Errorf("stream %s: %w", stream.Hooks, err)
 	}
-	infos, err := listConsumers(ctx, hooks)
+	infos, err := durables.List(ctx, hooks)
 	if err != nil {
 		return metrics.ConsumerState{}, err
 	}
 	st := metrics.ConsumerState{Keyed: true}
 	own := false
-	var durables []*jetstream.ConsumerInfo
+	var its []*jetstream.ConsumerInfo
 	backlog := map[int]uint64{}
 	for _, ci := range infos {
 		owner, p := stream.ConsumerOfDurable(ci.Name)
@@ -34,7 +35,7 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 			continue
 		}
 		own = own || p < 0
-		durables = append(durables, ci)
+		its = append(its, ci)
 		if p >= 0 {
 			st.Partitions = append(st.Partitions, partitionState(ci, p))
 			backlog[p] = ci.NumPending + uint64(ci.NumAckPending)
@@ -43,10 +44,10 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 	if !own {
 		return metrics.ConsumerState{}, fmt.Errorf("durable consumer %s: %w", name, jetstream.ErrConsumerNotFound)
 	}
-	sums := sumDurables(durables)
-	st.Pending, st.AckPending, st.Redelivered, st.Paused = sums.pending, sums.ackPending, sums.redelivered, sums.paused
-	if sums.pending > 0 || sums.ackPending > 0 {
-		if st.OldestUnacked, err = oldestUnacked(ctx, s.js, durables); err != nil {
+	sums := durables.Sum(its)
+	st.Pending, st.AckPending, st.Redelivered, st.Paused = sums.Pending, sums.AckPending, sums.Redelivered, sums.Paused
+	if sums.Busy() {
+		if st.OldestUnacked, err = durables.OldestUnacked(ctx, s.js, its); err != nil {
 			return metrics.ConsumerState{}, err
 		}
 	}
@@ -65,9 +66,5 @@ func (s *Server) keyedConsumerState(ctx context.Context, name string) (metrics.C
 }
 
 func partitionState(ci *jetstream.ConsumerInfo, p int) metrics.PartitionState {
-	ps := metrics.PartitionState{Partition: p, Pending: ci.NumPending, AckPending: ci.NumAckPending}
-	for _, g := range ci.PriorityGroups {
-		ps.Pinned = ps.Pinned || g.PinnedClientID != ""
-	}
-	return ps
+	return metrics.PartitionState{Partition: p, Pending: ci.NumPending, AckPending: ci.NumAckPending, Pinned: durables.Pinned(ci)}
 }

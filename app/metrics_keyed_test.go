@@ -13,7 +13,6 @@ import (
 
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
-	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -69,7 +68,7 @@ func TestMetricsOfAKeyedConsumer(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	o := &ops.Ops{Pool: db.Pool, JS: js.JS, Consumers: OpsConsumers(cfg, ordersHandlers())}
+	o := opsFor(cfg, ordersHandlers(), db.Pool, js.JS, nil)
 	if _, err := o.Pause(ctx, "orders", time.Time{}); err != nil {
 		t.Fatal(err)
 	}

@@ -5,50 +5,23 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/selftest"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// A durable on HOOKS that no configured consumer owns (a consumer taken
-// out of the configuration, the self-test's after it was disabled) keeps
-// every message it has not acked in HOOKS, and holds the storage guard's
-// floor: nothing after it is ever trimmed, until HOOKS is full and every
-// sender gets 503. Nothing deletes it by itself but the self-test's (see
-// watchDurables): status, the console and a metric show them, and
-// `hookbridge consumers delete NAME` removes one.
-
-// orphaned reports whether ci is a durable on HOOKS that belongs to no
-// configured consumer: neither a consumer's own durable nor one of its
-// partition durables. Ephemeral consumers (replays, look-ups) are not
-// durables and go by themselves.
-func orphaned(ci *jetstream.ConsumerInfo, configured []string) bool {
-	if ci.Config.Durable == "" || strings.HasPrefix(ci.Name, replayConsumerPrefix) {
-		return false
-	}
-	owner, _ := stream.ConsumerOfDurable(ci.Name)
-	return owner == "" || !slices.Contains(configured, owner)
-}
-
-// orphanNames are the orphaned durables among consumers, sorted.
-func orphanNames(consumers []*jetstream.ConsumerInfo, configured []string) []string {
-	out := []string{}
-	for _, ci := range consumers {
-		if orphaned(ci, configured) {
-			out = append(out, ci.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+// The orphaned durables on HOOKS (see [durables.Orphaned], the rule
+// status, the console, the metrics and /readyz share): the guard reports
+// them and, when serve runs without the self-test, removes the
+// self-test's, which nothing else would.
 
 // watchDurables reports the orphaned durables on HOOKS and, when serve
 // runs without the self-test, removes the self-test's.
 func (g *storeGuard) watchDurables(ctx context.Context, consumers []*jetstream.ConsumerInfo) {
-	orphans := orphanNames(consumers, g.consumers)
+	orphans := durables.Orphans(consumers, g.consumers)
 	g.noteStranded(consumers)
 	if g.m != nil {
 		g.m.OrphanedDurables(orphans)
@@ -82,7 +55,7 @@ func (g *storeGuard) watchDurables(ctx context.Context, consumers []*jetstream.C
 func (g *storeGuard) noteStranded(consumers []*jetstream.ConsumerInfo) {
 	warnings := []string{}
 	for _, ci := range consumers {
-		if !orphaned(ci, g.consumers) || ci.NumPending+uint64(ci.NumAckPending) == 0 {
+		if !durables.Orphaned(ci, g.consumers) || ci.NumPending+uint64(ci.NumAckPending) == 0 {
 			continue
 		}
 		warnings = append(warnings, fmt.Sprintf("durable %s on HOOKS belongs to no configured consumer and holds %d unapplied message(s): "+

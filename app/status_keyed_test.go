@@ -17,7 +17,8 @@ import (
 )
 
 // A keyed consumer's figures are those of its partition durables and its
-// own durable together, in status, the admin API and the metrics: with
+// own durable together, in status (the one read of the command line and
+// the admin API) and the metrics: with
 // nothing left to apply its ack floor is the last message it acked (not
 // its own durable's 0), and paused with one event waiting in a partition
 // that had none before, its oldest unacked message is that event (not
@@ -34,18 +35,19 @@ func TestKeyedConsumerFiguresAreItsDurablesTogether(t *testing.T) {
 	srv := startServer(t, cfg, ordersHandlers())
 	ctx := context.Background()
 	parts := cfg.Streams.PartitionsOrDefault()
-	readStatus := func() ConsumerStatus {
+	o := opsFor(cfg, ordersHandlers(), db.Pool, js.JS, nil)
+	readStatus := func() ops.ConsumerStatus {
 		t.Helper()
-		st := NewStatus()
-		if err := st.ReadJetStream(ctx, js.JS); err != nil {
-			t.Fatal(err)
+		st, err := o.Status(ctx, nil)
+		if err != nil || st.JetStreamError != "" {
+			t.Fatalf("status: %v %s", err, st.JetStreamError)
 		}
 		for _, c := range st.Consumers {
 			if c.Stream == stream.Hooks && c.Name == "orders" {
 				return c
 			}
 		}
-		return ConsumerStatus{}
+		return ops.ConsumerStatus{}
 	}
 	hookbridgetest.Eventually(t, time.Minute, "the keyed consumer's partition durables", func() bool {
 		return len(readStatus().Partitions) == parts
@@ -58,13 +60,13 @@ func TestKeyedConsumerFiguresAreItsDurablesTogether(t *testing.T) {
 		last = js.PublishKeyedHook(t, "demo", fmt.Sprintf("evt-%d", i), orders.Created, "o-1", orders.WebhookBody(orders.Created, "o-1", int64(100*i)))
 	}
 	db.AwaitCount(t, 3, `SELECT count(*) FROM hookbridge.inbox`)
-	var c ConsumerStatus
+	var c ops.ConsumerStatus
 	hookbridgetest.Eventually(t, time.Minute, "the applied events acked", func() bool {
 		c = readStatus()
-		return c.NumPending == 0 && c.NumAckPending == 0 && c.AckFloor == last
+		return c.Pending == 0 && c.AckPending == 0 && c.AckFloorSeq == last
 	})
-	if c.OldestUnackedSeconds != 0 {
-		t.Errorf("idle consumer: oldest unacked %.3fs, want 0", c.OldestUnackedSeconds)
+	if c.OldestUnackedAgeSeconds != 0 {
+		t.Errorf("idle consumer: oldest unacked %.3fs, want 0", c.OldestUnackedAgeSeconds)
 	}
 
 	// The first message must be clearly older than the one that will
@@ -79,7 +81,6 @@ func TestKeyedConsumerFiguresAreItsDurablesTogether(t *testing.T) {
 	}
 	hookbridgetest.Eventually(t, time.Minute, "the first message 3s old", func() bool { return time.Since(first.Time) > 3*time.Second })
 
-	o := &ops.Ops{Pool: db.Pool, JS: js.JS, Consumers: OpsConsumers(cfg, ordersHandlers())}
 	if _, err := o.Pause(ctx, "orders", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,36 +99,21 @@ func TestKeyedConsumerFiguresAreItsDurablesTogether(t *testing.T) {
 	}
 	hookbridgetest.Eventually(t, time.Minute, "the waiting event counted", func() bool {
 		c = readStatus()
-		return c.Paused && c.NumPending+uint64(c.NumAckPending) == 1
+		return c.Paused && c.Pending+uint64(c.AckPending) == 1
 	})
 	bound := time.Since(waiting.Time) // the waiting event's age is at most this when status was read
 	var qFloor uint64
 	for _, p := range c.Partitions {
 		if p.Partition == q {
-			qFloor = p.AckFloor
+			qFloor = p.AckFloorSeq
 		}
 	}
-	if c.OldestUnackedSeconds <= 0 || c.OldestUnackedSeconds > bound.Seconds() {
+	if c.OldestUnackedAgeSeconds <= 0 || c.OldestUnackedAgeSeconds > bound.Seconds() {
 		t.Errorf("status: oldest unacked %.3fs, want the waiting event's age, in (0, %.3fs] (the first message is %s old)",
-			c.OldestUnackedSeconds, bound.Seconds(), time.Since(first.Time).Round(time.Millisecond))
+			c.OldestUnackedAgeSeconds, bound.Seconds(), time.Since(first.Time).Round(time.Millisecond))
 	}
-	if c.AckFloor != qFloor || c.AckFloor >= seq {
-		t.Errorf("status: ack floor %d, want partition %d's %d (below the waiting seq %d)", c.AckFloor, q, qFloor, seq)
-	}
-
-	as, err := ReadAdminStatus(ctx, cfg, db.Pool, js.JS, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bound = time.Since(waiting.Time)
-	for _, ac := range as.Consumers {
-		if ac.Name != "orders" {
-			continue
-		}
-		if ac.OldestUnackedAgeSeconds <= 0 || ac.OldestUnackedAgeSeconds > bound.Seconds() || ac.AckFloorSeq != qFloor {
-			t.Errorf("admin status: oldest unacked %.3fs, ack floor %d; want (0, %.3fs] and %d",
-				ac.OldestUnackedAgeSeconds, ac.AckFloorSeq, bound.Seconds(), qFloor)
-		}
+	if c.AckFloorSeq != qFloor || c.AckFloorSeq >= seq {
+		t.Errorf("status: ack floor %d, want partition %d's %d (below the waiting seq %d)", c.AckFloorSeq, q, qFloor, seq)
 	}
 
 	resp, err := http.Get("http://" + srv.addr + MetricsPath)
@@ -151,6 +137,6 @@ func TestKeyedConsumerFiguresAreItsDurablesTogether(t *testing.T) {
 	db.AwaitCount(t, 4, `SELECT count(*) FROM hookbridge.inbox`)
 	hookbridgetest.Eventually(t, time.Minute, "the waiting event acked", func() bool {
 		c = readStatus()
-		return c.NumPending == 0 && c.NumAckPending == 0 && c.AckFloor == seq
+		return c.Pending == 0 && c.AckPending == 0 && c.AckFloorSeq == seq
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -20,7 +21,7 @@ import (
 // guard deletes what no consumer needs any more, and only that: HOOKS
 // messages below the retention floor of every consumer on it (the
 // messages every one of them has applied, dead-lettered or will never
-// receive; retention.go), when they are older than streams.max_age (the
+// receive; durables.Floor), when they are older than streams.max_age (the
 // replay horizon), or sooner when space runs short (trim.go).
 
 // Storage guard defaults.
@@ -70,7 +71,7 @@ type storeGuard struct {
 	// then goes (selftest.RemoveDurable).
 	removeSelftest bool
 
-	floors    floorCache
+	floors    durables.FloorCache
 	hooksFull atomic.Pointer[error]
 	// stranded are the warnings about durables that hold accepted
 	// messages no configured consumer applies (orphans.go), for /readyz.
@@ -105,8 +106,8 @@ func (g *storeGuard) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Hooks, err)
 	}
-	info := hooks.CachedInfo() // read before the consumers: see retentionFloor
-	consumers, err := listConsumers(ctx, hooks)
+	info := hooks.CachedInfo() // read before the consumers: see durables.Floor
+	consumers, err := durables.List(ctx, hooks)
 	if err != nil {
 		return err
 	}
@@ -127,13 +128,13 @@ func (g *storeGuard) check(ctx context.Context) error {
 	g.lowerLimit(ctx, info)
 	// The ingress's refusal clears itself (on the next stored publish, or
 	// once its probe sees room again); readiness asks it directly.
-	g.record(&g.hooksFull, info, atLimit(info), refused != nil)
+	g.record(&g.hooksFull, info, stream.AtLimit(info), refused != nil)
 
 	events, err := g.js.Stream(ctx, stream.Events)
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
-	g.record(&g.eventsFull, events.CachedInfo(), atLimit(events.CachedInfo()), false)
+	g.record(&g.eventsFull, events.CachedInfo(), stream.AtLimit(events.CachedInfo()), false)
 	return g.trimConflicts(ctx)
 }
 
@@ -169,26 +170,6 @@ func (g *storeGuard) eventsRoom(context.Context) error { return loadErr(&g.event
 func loadErr(p *atomic.Pointer[error]) error {
 	if e := p.Load(); e != nil {
 		return *e
-	}
-	return nil
-}
-
-// atLimit says why a stream refuses its next message of a typical size,
-// nil while it has room. (A full server store shows only in refused
-// publishes.)
-func atLimit(info *jetstream.StreamInfo) error {
-	st, cfg := info.State, info.Config
-	if cfg.MaxMsgs > 0 && int64(st.Msgs) >= cfg.MaxMsgs {
-		return fmt.Errorf("stream %s full: %d of %d messages", cfg.Name, st.Msgs, cfg.MaxMsgs)
-	}
-	if cfg.MaxBytes > 0 {
-		room := int64(1)
-		if st.Msgs > 0 {
-			room = int64(st.Bytes / st.Msgs)
-		}
-		if cfg.MaxBytes-int64(st.Bytes) < room {
-			return fmt.Errorf("stream %s full: %d of %d bytes", cfg.Name, st.Bytes, cfg.MaxBytes)
-		}
 	}
 	return nil
 }

@@ -14,44 +14,6 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// TestOldestUnackedAge reads the age of the first HOOKS message after an
-// ack floor: the figure operators alert on before max_age deletes
-// unapplied messages.
-func TestOldestUnackedAge(t *testing.T) {
-	t.Parallel()
-	j := hookbridgetest.NATS(t)
-	if err := stream.EnsureIngress(context.Background(), j.JS, stream.Options{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if age, err := oldestUnacked(ctx, j.JS, durableAt(0)); err != nil || age != 0 {
-		t.Fatalf("empty stream: %v, %v; want 0", age, err)
-	}
-	j.PublishHook(t, "demo", "e-1", "order.created", orders.WebhookBody("order.created", "o-1", 1))
-	time.Sleep(300 * time.Millisecond) // the first message is at least this much older
-	second := time.Now()
-	j.PublishHook(t, "demo", "e-2", "order.created", orders.WebhookBody("order.created", "o-2", 1))
-	if age, err := oldestUnacked(ctx, j.JS, durableAt(0)); err != nil || age < 300*time.Millisecond {
-		t.Fatalf("nothing acked: %v, %v; want the first message's age, ≥ 300ms", age, err)
-	}
-	// The second message is no older than the time since its publish
-	// began (however long a loaded machine takes), the first is older by
-	// 300ms more.
-	age, err := oldestUnacked(ctx, j.JS, durableAt(1))
-	if bound := time.Since(second); err != nil || age > bound {
-		t.Fatalf("first acked: %v, %v; want the second message's age, ≤ %s", age, err, bound)
-	}
-	if age, err := oldestUnacked(ctx, j.JS, durableAt(2)); err != nil || age != 0 {
-		t.Fatalf("all acked: %v, %v; want 0", age, err)
-	}
-}
-
-// durableAt is a durable of every subject with work (a pending message)
-// past ack floor floor, as JetStream would report it.
-func durableAt(floor uint64) []*jetstream.ConsumerInfo {
-	return []*jetstream.ConsumerInfo{{Name: "d", NumPending: 1, AckFloor: jetstream.SequenceInfo{Stream: floor}}}
-}
-
 // ackUpTo creates durable name on HOOKS and acks its first n messages.
 func ackUpTo(t *testing.T, j *hookbridgetest.JetStream, name string, n int) {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -26,7 +27,7 @@ func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jet
 		return 0, nil
 	}
 	needed := append(slices.Clip(g.consumers), g.keylessNeeded(ctx, hooks)...)
-	floor, holder, err := retentionFloor(ctx, hooks, g.floorCache(), consumers, needed, st.LastSeq)
+	floor, holder, err := durables.Floor(ctx, hooks, g.floorCache(), consumers, needed, st.LastSeq)
 	if err != nil {
 		g.limiter.log(g.log, slog.LevelWarn, "trim", "HOOKS is not trimmed", "reason", err)
 		return 0, nil
@@ -98,9 +99,9 @@ func (g *storeGuard) slowLog(level slog.Level, key, msg string, args ...any) {
 	g.slow.log(g.log, level, key, msg, args...)
 }
 
-func (g *storeGuard) floorCache() floorCache {
+func (g *storeGuard) floorCache() durables.FloorCache {
 	if g.floors == nil {
-		g.floors = floorCache{}
+		g.floors = durables.FloorCache{}
 	}
 	return g.floors
 }

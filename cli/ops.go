@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/ops"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // The operator commands (status, replay, dead-letters, conflicts) read
@@ -143,21 +145,59 @@ func serveAnswers(ctx context.Context, addr string) bool {
 // withOps runs fn with the operator actions over the configured database
 // and, when needJS, JetStream (see opsJetStream).
 func withOps(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, needJS bool, fn func(o *ops.Ops) error) error {
+	return openOps(ctx, cfg, rt, f, needJS, func(o *ops.Ops, jsErr error) error {
+		if jsErr != nil {
+			return jsErr
+		}
+		return fn(o)
+	})
+}
+
+// withOptionalJS is withOps for a command that shows what it can without
+// JetStream: fn gets the actions without it, and why, when it cannot be
+// reached.
+func withOptionalJS(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, fn func(o *ops.Ops, jsErr error) error) error {
+	return openOps(ctx, cfg, rt, f, true, fn)
+}
+
+func openOps(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, withJS bool, fn func(o *ops.Ops, jsErr error) error) error {
 	pool, err := opsPool(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	o := &ops.Ops{Pool: pool, Consumers: app.OpsConsumers(cfg, rt.handlers), Logger: app.NewLogger(cfg, rt.stderr)}
-	if needJS {
-		js, closeNATS, err := opsJetStream(ctx, cfg, f)
-		if err != nil {
-			return err
-		}
-		defer closeNATS()
-		o.JS = js
+	o := newOps(cfg, rt.handlers, pool, app.NewLogger(cfg, rt.stderr))
+	if !withJS {
+		return fn(o, nil)
 	}
-	return fn(o)
+	js, closeNATS, err := opsJetStream(ctx, cfg, f)
+	if err != nil {
+		return fn(o, err)
+	}
+	defer closeNATS()
+	o.JS = js
+	return fn(o, nil)
+}
+
+// newOps is the operator actions over the deployment cfg configures, as
+// serve builds them for the admin API: the configured consumers with
+// their handlers (registered Go handlers, SQL consumers' statements and
+// the self-test's; one whose handler cannot be built keeps none, and a
+// replay to it says so), and HOOKS's age horizon. It is built from the
+// configuration's public methods, as a binary of a team's own would.
+func newOps(cfg app.Config, handlers app.Handlers, pool *pgxpool.Pool, log *slog.Logger) *ops.Ops {
+	handlers = app.WithSelftest(cfg, handlers)
+	consumers := make([]ops.Consumer, 0, len(cfg.Consumers))
+	for i := range cfg.Consumers {
+		cc := &cfg.Consumers[i]
+		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
+		if h, err := cc.NewHandler(handlers); err == nil {
+			c.Handler = h
+		}
+		consumers = append(consumers, c)
+	}
+	return &ops.Ops{Pool: pool, Consumers: consumers, Logger: log,
+		HooksMaxAge: (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge()}
 }
 
 // opsPool opens the configured database.

@@ -108,9 +108,10 @@ type outboxCmd struct {
 
 // outboxListCmd lists outbox rows.
 type outboxListCmd struct {
-	Dead  bool `help:"List the dead rows (the relay gave up on them)."`
-	Limit int  `help:"At most this many rows." default:"100"`
-	JSON  bool `help:"Print JSON."`
+	Dead   bool  `help:"List the dead rows (the relay gave up on them)."`
+	Limit  int   `help:"At most this many rows." default:"100"`
+	Cursor int64 `help:"Start after this row: the next_cursor of the previous page."`
+	JSON   bool  `help:"Print JSON (the admin API's GET /api/v1/outbox)."`
 	dbFlags
 }
 
@@ -125,21 +126,22 @@ func (c *outboxListCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 		state = "dead"
 	}
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
-		rows, err := o.ListOutbox(ctx, state, 0, max(c.Limit, 1))
+		list, err := o.ListOutbox(ctx, state, c.Cursor, max(c.Limit, 1))
 		if err != nil {
 			return fmt.Errorf("outbox: %w", dbError(err))
 		}
 		if c.JSON {
-			if rows == nil {
-				rows = []ops.OutboxRow{}
-			}
-			return writeJSON(rt.stdout, rows)
+			return writeJSON(rt.stdout, list)
 		}
 		t := newTable(rt.stdout, "ID", "EVENT ID", "SUBJECT", "ATTEMPTS", "CREATED", "NEXT ATTEMPT", "LAST ERROR")
-		for _, r := range rows {
+		for _, r := range list.Items {
 			t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, fmt.Sprint(r.Attempts), fmtTime(r.CreatedAt), fmtTime(r.NextAttemptAt), clip(r.LastError, 60))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		printMore(rt.stdout, list.NextCursor)
+		return nil
 	})
 }
 
@@ -208,25 +210,17 @@ func printEventLife(w io.Writer, life ops.EventLife) error {
 	} else {
 		fmt.Fprintf(w, "%s/%s is not in HOOKS (any more)\n\n", life.Source, life.EventID)
 	}
-	t := newTable(w, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER", "FAILURES", "LAST FAILED", "LAST ERROR")
+	t := newTable(w, "CONSUMER", "STATE", "SEQ", "PROCESSED AT", "DEAD LETTER", "FAILURES", "POSTPONED SINCE", "LAST FAILED", "LAST ERROR")
 	for _, at := range life.Consumers {
-		processed, dl, failures, failed := "-", "-", "-", "-"
-		if at.ProcessedAt != nil {
-			processed = fmtTime(*at.ProcessedAt)
-		}
+		dl, failures := "-", "-"
 		if at.DeadLetterID != nil {
 			dl = fmt.Sprint(*at.DeadLetterID)
 		}
 		if at.Failures > 0 {
 			failures = fmt.Sprint(at.Failures)
 		}
-		if at.PostponedSince != nil {
-			failures = "postponed " + fmtTime(*at.PostponedSince)
-		}
-		if at.LastFailedAt != nil {
-			failed = fmtTime(*at.LastFailedAt)
-		}
-		t.row(at.Name, at.State, seqCell(at.StreamSeq), processed, dl, failures, failed, clip(at.LastError, 100))
+		t.row(at.Name, at.State, seqCell(at.StreamSeq), fmtTimePtr(at.ProcessedAt), dl, failures, fmtTimePtr(at.PostponedSince),
+			fmtTimePtr(at.LastFailedAt), clip(at.LastError, 100))
 	}
 	if err := t.flush(); err != nil {
 		return err

@@ -27,6 +27,7 @@ import (
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/publisher"
 )
@@ -223,15 +224,16 @@ func TestReplayJSONLines(t *testing.T) {
 		t.Fatalf("%d lines, want 5 items and a summary:\n%s", len(lines), out)
 	}
 	for i, l := range lines[:5] {
-		var it engine.ReplayItem
-		if err := json.Unmarshal([]byte(l), &it); err != nil || it.EventID != fmt.Sprintf("c%d", i) || it.Outcome != consumer.ReplayNew {
+		var it ops.ReplayItem
+		if err := json.Unmarshal([]byte(l), &it); err != nil || it.EventID != fmt.Sprintf("c%d", i) || it.Outcome != consumer.ReplayNew ||
+			it.EventType != orders.Created || it.StreamSeq != uint64(i+1) {
 			t.Fatalf("line %d = %s (%v)", i, l, err)
 		}
 	}
 	var sum struct {
-		Summary engine.ReplaySummary `json:"summary"`
+		Summary ops.ReplayResult `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(lines[5]), &sum); err != nil || sum.Summary.Selected != 5 || sum.Summary.New != 5 {
+	if err := json.Unmarshal([]byte(lines[5]), &sum); err != nil || sum.Summary.Selected != 5 || sum.Summary.New != 5 || sum.Summary.ByType[orders.Created] != 5 {
 		t.Fatalf("summary line = %s (%v)", lines[5], err)
 	}
 }

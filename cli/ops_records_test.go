@@ -40,10 +40,10 @@ func TestConflictsShowPrintsBothBodies(t *testing.T) {
 	}
 	out, err = runOps(t, append([]string{"conflicts", "show", id, "--json"}, flags...)...)
 	var shown struct {
-		Body         string `json:"body"`
+		RejectedBody string `json:"rejected_body"`
 		OriginalBody string `json:"original_body"`
 	}
-	if err != nil || json.Unmarshal([]byte(out), &shown) != nil || shown.Body != string(rejected) || shown.OriginalBody != string(original) {
+	if err != nil || json.Unmarshal([]byte(out), &shown) != nil || shown.RejectedBody != string(rejected) || shown.OriginalBody != string(original) {
 		t.Fatalf("conflicts show --json: %v\n%s", err, out)
 	}
 	// Without JetStream the rejected body is still shown, and why the

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hookbridge/hookbridge/app"
-	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
@@ -52,16 +51,11 @@ func (c *replayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 			return fmt.Errorf("replay: %w", err)
 		}
 		out := newReplayPrinter(rt.stdout, c.JSON)
-		if c.DryRun {
-			if out.notes, err = o.DryRunNotes(ctx, c.Consumer, sel); err != nil {
-				return fmt.Errorf("replay: %w", dbError(err))
-			}
-		}
 		prog := startProgress(rt.stderr)
 		defer prog.stop()
 		res, err := o.RunReplay(ctx, plan, ops.ReplayHooks{
 			Planned: prog.planned,
-			Report: func(it engine.ReplayItem) {
+			Report: func(it ops.ReplayItem) {
 				prog.add()
 				if c.DryRun || !ops.Applied(it.Outcome) {
 					out.item(it)
@@ -72,7 +66,7 @@ func (c *replayCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 		if err != nil {
 			return dbError(err)
 		}
-		if err := out.summary(res); err != nil {
+		if err := out.summary(res, c.DeadLetters && !c.OutOfOrder); err != nil {
 			return err
 		}
 		if res.Failed > 0 {
@@ -97,22 +91,16 @@ func (c *replayCmd) selectors(now time.Time) (ops.ReplaySelectors, error) {
 }
 
 // replayPrinter prints a replay's items as they come, so a replay of
-// millions of messages holds none of them: JSON lines, or text rows.
-// Identifiers are printed whole, so that they can be pasted into
-// `events show` or `--event-id`; a long one only shifts its row.
+// millions of messages holds none of them: JSON lines (each an
+// [ops.ReplayItem], as the admin API's dry run lists them), or text rows.
+// Identifiers are printed whole, so that they can be pasted into `events
+// show` or `--event-id`; a long one only shifts its row.
 type replayPrinter struct {
 	w      io.Writer
 	json   bool
 	enc    *json.Encoder
 	header bool
 	rows   int
-	// notes, in a dry run, says which messages are dead letters and what
-	// the real run does with them; newDLs counts those the inbox calls new,
-	// passedDLs those a later event of their ordering key has passed.
-	notes     func(engine.ReplayItem) *ops.DryRunNote
-	newDLs    int
-	passedDLs int
-	skipsDLs  bool // the real run leaves the passed ones alone
 }
 
 func newReplayPrinter(w io.Writer, asJSON bool) *replayPrinter {
@@ -121,27 +109,9 @@ func newReplayPrinter(w io.Writer, asJSON bool) *replayPrinter {
 
 const replayRow = "%-10s %-20s %-12s %-24s %-20s %-10s %s\n"
 
-// replayLine is one item of --json: the item, and in a dry run the
-// dead letter it is and what the real run does with it.
-type replayLine struct {
-	engine.ReplayItem
-	*ops.DryRunNote
-}
-
-func (p *replayPrinter) item(it engine.ReplayItem) {
-	var note *ops.DryRunNote
-	if p.notes != nil {
-		note = p.notes(it)
-		switch {
-		case note != nil && note.PassedBy != nil:
-			p.passedDLs++
-			p.skipsDLs = note.Skipped
-		case note != nil && it.Outcome == consumer.ReplayNew:
-			p.newDLs++
-		}
-	}
+func (p *replayPrinter) item(it ops.ReplayItem) {
 	if p.json {
-		_ = p.enc.Encode(replayLine{it, note}) // a closed stdout shows in the summary's write
+		_ = p.enc.Encode(it) // a closed stdout shows in the summary's write
 		return
 	}
 	if !p.header {
@@ -150,10 +120,10 @@ func (p *replayPrinter) item(it engine.ReplayItem) {
 	}
 	p.rows++
 	last := clip(it.Error, 80)
-	if note != nil {
-		last = note.Note
+	if it.DryRunNote != nil {
+		last = it.Note
 	}
-	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.Seq), fmtTime(it.Time), it.Source, it.EventID, it.Type, it.Outcome, last)
+	fmt.Fprintf(p.w, replayRow, fmt.Sprint(it.StreamSeq), fmtTime(it.Time), it.Source, it.EventID, it.EventType, it.Outcome, last)
 }
 
 // skippedLine is one dead letter a replay left alone, in --json.
@@ -161,7 +131,11 @@ type skippedLine struct {
 	Skipped ops.SkippedDeadLetter `json:"skipped_passed"`
 }
 
-func (p *replayPrinter) summary(res ops.ReplayResult) error {
+// summary prints what the replay did: with --json, a line per dead letter
+// it left alone and then {"summary": ...}, the summary the admin API
+// answers with. skipsPassed says whether the real run leaves the passed
+// dead letters alone (a --dead-letters run without --out-of-order).
+func (p *replayPrinter) summary(res ops.ReplayResult, skipsPassed bool) error {
 	s := res.ReplaySummary
 	if p.json {
 		for _, d := range res.SkippedPassed {
@@ -193,14 +167,14 @@ func (p *replayPrinter) summary(res ops.ReplayResult) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	if p.newDLs > 0 {
-		fmt.Fprintf(p.w, "%d of the new are dead letters: the real run applies them again, and each fails again unless its cause was fixed (dead-letters show ID)\n", p.newDLs)
+	if res.NewDeadLetters > 0 {
+		fmt.Fprintf(p.w, "%d of the new are dead letters: the real run applies them again, and each fails again unless its cause was fixed (dead-letters show ID)\n", res.NewDeadLetters)
 	}
 	switch {
-	case p.passedDLs > 0 && p.skipsDLs:
-		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run leaves them alone (--out-of-order applies them after those events)\n", p.passedDLs)
-	case p.passedDLs > 0:
-		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run applies them after those events, out of order\n", p.passedDLs)
+	case res.PassedDeadLetters > 0 && skipsPassed:
+		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run leaves them alone (--out-of-order applies them after those events)\n", res.PassedDeadLetters)
+	case res.PassedDeadLetters > 0:
+		fmt.Fprintf(p.w, "%d of the new are dead letters a later event of their ordering key has passed: the real run applies them after those events, out of order\n", res.PassedDeadLetters)
 	}
 	return nil
 }

@@ -6,36 +6,32 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // statusCmd prints how far behind everything is.
 type statusCmd struct {
-	JSON bool `help:"Print JSON."`
+	JSON bool `help:"Print JSON (the shape of the admin API's GET /api/v1/status)."`
 	natsFlags
 	allFlags
 }
 
-// Run implements the status command. Without a way to reach JetStream it
-// still prints the Postgres part, then fails with the reason.
+// Run implements the status command: the overview package ops reads for
+// the admin API too. Without a way to reach JetStream it still prints the
+// Postgres part, then fails with the reason.
 func (c *statusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
-	return withConfigPool(ctx, g, rt, func(cfg app.Config, pool *pgxpool.Pool) error {
-		st := app.NewStatus()
-		if err := st.ReadPostgres(ctx, pool); err != nil {
-			return fmt.Errorf("status: %w", dbError(err))
-		}
-		js, closeNATS, jsErr := opsJetStream(ctx, cfg, c.natsFlags)
-		if jsErr == nil {
-			jsErr = st.ReadJetStream(ctx, js)
-			closeNATS()
-			st.ApplyConfig(cfg)
+	cfg, err := g.load(rt)
+	if err != nil {
+		return err
+	}
+	return withOptionalJS(ctx, cfg, rt, c.natsFlags, func(o *ops.Ops, jsErr error) error {
+		st, err := o.Status(ctx, nil)
+		if err != nil {
+			return dbError(err)
 		}
 		if jsErr != nil {
 			st.JetStreamError = jsErr.Error()
 		}
-		var err error
 		if c.JSON {
 			err = writeJSON(rt.stdout, st)
 		} else {
@@ -51,7 +47,7 @@ func (c *statusCmd) Run(ctx context.Context, g *Globals, rt *runtime) error {
 	})
 }
 
-func printStatus(w io.Writer, st *app.Status) error {
+func printStatus(w io.Writer, st *ops.Status) error {
 	if st.JetStreamError == "" {
 		if err := printStreams(w, st); err != nil {
 			return err
@@ -66,31 +62,33 @@ func printStatus(w io.Writer, st *app.Status) error {
 	if err := printRetrying(w, st); err != nil {
 		return err
 	}
+	if err := printPostponed(w, st); err != nil {
+		return err
+	}
 	t := newTable(w, "POSTGRES", "COUNT")
 	t.row("outbox pending", fmt.Sprint(st.Outbox.Pending))
-	t.row("outbox oldest pending", time.Duration(st.Outbox.OldestPendingSecond*float64(time.Second)).Round(time.Millisecond).String())
+	t.row("outbox oldest pending", seconds(st.Outbox.OldestPendingAgeSeconds).Round(time.Millisecond).String())
 	t.row("outbox dead", fmt.Sprint(st.Outbox.Dead))
-	var dead int64
-	for _, n := range st.DeadLetters {
-		dead += n
-	}
-	t.row("dead letters unresolved", fmt.Sprint(dead))
+	t.row("dead letters unresolved", fmt.Sprint(st.DeadLettersUnresolved))
 	t.row("conflicts", fmt.Sprint(st.Conflicts))
 	return t.flush()
 }
+
+// seconds is a figure in seconds as a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // replayReach is how far back a replay of a stream reaches, written the
 // way status and the console both show it: the oldest message still
 // stored, by sequence and time (a stream's max age is only the limit
 // that trims it; the storage guard and max_bytes trim it too).
-func replayReach(s app.StreamStatus, now time.Time) string {
-	if s.Messages == 0 || s.FirstTime.IsZero() {
+func replayReach(s ops.StreamStatus, now time.Time) string {
+	if s.Messages == 0 || s.FirstTime == nil {
 		return "nothing stored"
 	}
-	return fmt.Sprintf("seq %d, %s (%s ago)", s.FirstSeq, fmtTime(s.FirstTime), now.Sub(s.FirstTime).Round(time.Second))
+	return fmt.Sprintf("seq %d, %s (%s ago)", s.FirstSeq, fmtTime(*s.FirstTime), now.Sub(*s.FirstTime).Round(time.Second))
 }
 
-func printStreams(w io.Writer, st *app.Status) error {
+func printStreams(w io.Writer, st *ops.Status) error {
 	now := time.Now()
 	t := newTable(w, "STREAM", "MESSAGES", "BYTES", "LIMIT", "LAST SEQ", "LAST", "REPLAY REACHES BACK TO", "MAX AGE")
 	for _, s := range st.Streams {
@@ -98,8 +96,8 @@ func printStreams(w io.Writer, st *app.Status) error {
 		if s.MaxBytes > 0 {
 			limit = fmt.Sprintf("%d (%.0f%%)", s.MaxBytes, 100*float64(s.Bytes)/float64(s.MaxBytes))
 		}
-		t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), limit, fmt.Sprint(s.LastSeq), fmtTime(s.LastTime),
-			replayReach(s, now), time.Duration(s.MaxAgeSeconds*float64(time.Second)).String())
+		t.row(s.Name, fmt.Sprint(s.Messages), fmt.Sprint(s.Bytes), limit, fmt.Sprint(s.LastSeq), fmtTimePtr(s.LastTime),
+			replayReach(s, now), seconds(s.MaxAgeSeconds).String())
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -118,12 +116,12 @@ func printStreams(w io.Writer, st *app.Status) error {
 	return nil
 }
 
-func printConsumers(w io.Writer, st *app.Status) error {
-	t := newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "RETRYING", "ACK FLOOR", "OLDEST UNACKED", "DEAD LETTERS")
+func printConsumers(w io.Writer, st *ops.Status) error {
+	t := newTable(w, "STREAM", "CONSUMER", "PENDING", "ACK PENDING", "REDELIVERED", "RETRYING", "POSTPONED", "ACK FLOOR", "OLDEST UNACKED", "DEAD LETTERS")
 	for _, c := range st.Consumers {
 		oldest := "-"
-		if c.OldestUnackedSeconds > 0 {
-			oldest = time.Duration(c.OldestUnackedSeconds * float64(time.Second)).Round(time.Second).String()
+		if c.OldestUnackedAgeSeconds > 0 {
+			oldest = seconds(c.OldestUnackedAgeSeconds).Round(time.Second).String()
 		}
 		name := c.Name
 		if c.Paused {
@@ -132,8 +130,8 @@ func printConsumers(w io.Writer, st *app.Status) error {
 		if c.Orphaned {
 			name += " (orphaned)"
 		}
-		t.row(c.Stream, name, fmt.Sprint(c.NumPending), fmt.Sprint(c.NumAckPending), fmt.Sprint(c.NumRedelivered),
-			fmt.Sprint(st.RetryingByConsumer[c.Name]), fmt.Sprint(c.AckFloor), oldest, fmt.Sprint(st.DeadLetters[c.Name]))
+		t.row(c.Stream, name, fmt.Sprint(c.Pending), fmt.Sprint(c.AckPending), fmt.Sprint(c.Redelivered),
+			fmt.Sprint(c.Retrying), fmt.Sprint(c.Postponed), fmt.Sprint(c.AckFloorSeq), oldest, fmt.Sprint(st.DeadLettersByConsumer[c.Name]))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -148,31 +146,67 @@ func printConsumers(w io.Writer, st *app.Status) error {
 
 // printRetrying lists the events failing right now, with their failure
 // counts and last errors: what REDELIVERED counts without naming.
-func printRetrying(w io.Writer, st *app.Status) error {
+func printRetrying(w io.Writer, st *ops.Status) error {
 	if len(st.Retrying) == 0 {
 		return nil
 	}
-	var all int64
-	for _, n := range st.RetryingByConsumer {
-		all += n
-	}
-	fmt.Fprintf(w, "RETRYING: %d event(s) failing now, each redelivered after its backoff and dead-lettered at max_deliver "+
-		"(POSTPONED ones wait for a later event of their key, and are dead-lettered after postpone_limit)", all)
-	if all > int64(len(st.Retrying)) {
-		fmt.Fprintf(w, " (the %d most recent shown)", len(st.Retrying))
-	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "RETRYING: %d event(s) failing now, each redelivered after its backoff and dead-lettered at max_deliver%s\n",
+		total(st.RetryingByConsumer), shown(st.RetryingByConsumer, st.Retrying))
 	t := newTable(w, "CONSUMER", "SOURCE", "EVENT ID", "SEQ", "FAILURES", "LAST FAILED", "LAST ERROR")
 	for _, f := range st.Retrying {
-		failures := fmt.Sprint(f.Failures)
-		if f.PostponedSince != nil {
-			failures += fmt.Sprintf(" POSTPONED %s", time.Since(*f.PostponedSince).Round(time.Second))
-		}
-		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), failures, fmtTime(f.UpdatedAt), clip(f.LastError, 100))
+		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), fmt.Sprint(f.Failures), fmtTime(f.LastFailedAt), clip(f.LastError, 100))
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// printPostponed lists the events their handler postponed until a later
+// event of their key, with the time first postponed: they are not
+// failing, and are dead-lettered only once they waited postpone_limit.
+func printPostponed(w io.Writer, st *ops.Status) error {
+	if len(st.Postponed) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "POSTPONED: %d event(s) waiting for a later event of their key, each dead-lettered once postponed for longer than postpone_limit%s\n",
+		total(st.PostponedByConsumer), shown(st.PostponedByConsumer, st.Postponed))
+	now := time.Now()
+	t := newTable(w, "CONSUMER", "SOURCE", "EVENT ID", "SEQ", "POSTPONED SINCE", "WAITING", "FAILURES", "LAST ERROR")
+	for _, f := range st.Postponed {
+		since, waiting := "-", "-"
+		if f.PostponedSince != nil {
+			since, waiting = fmtTime(*f.PostponedSince), now.Sub(*f.PostponedSince).Round(time.Second).String()
+		}
+		t.row(f.Consumer, f.Source, f.EventID, fmt.Sprint(f.StreamSeq), since, waiting, fmt.Sprint(f.Failures), clip(f.LastError, 100))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+func total(byConsumer map[string]int64) int64 {
+	var n int64
+	for _, c := range byConsumer {
+		n += c
+	}
+	return n
+}
+
+// shown says how many of a cut list are shown.
+func shown(byConsumer map[string]int64, list []ops.RetryingEvent) string {
+	if total(byConsumer) > int64(len(list)) {
+		return fmt.Sprintf(" (the %d most recent shown)", len(list))
+	}
+	return ""
+}
+
+func fmtTimePtr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return fmtTime(*t)
 }

@@ -5,13 +5,13 @@ import (
 	"io"
 	"strings"
 
-	"github.com/hookbridge/hookbridge/app"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // printKeyed shows, per keyed consumer, its partitions (how many an
 // instance holds now, and those with a backlog that none holds: applied
 // by nobody) and its members with their backlog, their lag.
-func printKeyed(w io.Writer, st *app.Status) error {
+func printKeyed(w io.Writer, st *ops.Status) error {
 	for _, c := range st.Consumers {
 		if len(c.Partitions) == 0 || c.Orphaned {
 			continue
@@ -22,7 +22,7 @@ func printKeyed(w io.Writer, st *app.Status) error {
 			switch {
 			case p.Pinned:
 				pinned++
-			case p.NumPending+uint64(p.NumAckPending) > 0 && !c.Paused:
+			case p.Pending+uint64(p.AckPending) > 0 && !c.Paused:
 				unserved = append(unserved, fmt.Sprint(p.Partition))
 			}
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
@@ -91,7 +90,7 @@ func TestReplayCommandAppliesDeadLetterOnce(t *testing.T) {
 		// One JSON object per line; the summary is the last.
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		var got struct {
-			Summary engine.ReplaySummary `json:"summary"`
+			Summary ops.ReplayResult `json:"summary"`
 		}
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
 			t.Fatalf("replay json: %v\n%s", err, out)
@@ -159,26 +158,27 @@ func TestStatusCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st app.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out)
 	}
-	var hooks *app.StreamStatus
+	var hooks *ops.StreamStatus
 	for i := range st.Streams {
 		if st.Streams[i].Name == stream.Hooks {
 			hooks = &st.Streams[i]
 		}
 	}
-	if hooks == nil || hooks.Messages != 3 || hooks.FirstSeq != 1 || hooks.LastSeq != 3 || hooks.FirstTime.IsZero() {
+	if hooks == nil || hooks.Messages != 3 || hooks.FirstSeq != 1 || hooks.LastSeq != 3 || hooks.FirstTime == nil || hooks.LastTime == nil {
 		t.Fatalf("HOOKS status = %+v", hooks)
 	}
 	if hooks.LowestAckFloor == nil || *hooks.LowestAckFloor != 0 || hooks.MaxBytes != stream.FallbackHooksMaxBytes || hooks.Full != "" {
 		t.Fatalf("HOOKS limits = %+v", hooks)
 	}
-	if len(st.Consumers) != 1 || st.Consumers[0].Name != "orders" || st.Consumers[0].NumPending != 3 || st.Consumers[0].OldestUnackedSeconds <= 0 {
+	if len(st.Consumers) != 1 || st.Consumers[0].Name != "orders" || st.Consumers[0].Pending != 3 || st.Consumers[0].OldestUnackedAgeSeconds <= 0 {
 		t.Fatalf("consumers = %+v", st.Consumers)
 	}
-	if st.DeadLetters["orders"] != 1 || st.Conflicts != 1 || st.Outbox.Pending != 1 || st.Outbox.Dead != 0 || st.Outbox.OldestPendingSecond <= 0 {
+	if st.DeadLettersByConsumer["orders"] != 1 || st.DeadLettersUnresolved != 1 || st.Conflicts != 1 || st.Outbox.Pending != 1 || st.Outbox.Dead != 0 ||
+		st.Outbox.OldestPendingAgeSeconds <= 0 || st.Ready != nil {
 		t.Fatalf("status = %+v", st)
 	}
 
@@ -186,7 +186,7 @@ func TestStatusCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	for _, re := range []string{`^HOOKS\s+3\s+\d+\s+10737418240 \(0%\)\s+3\s+\S+\s+seq 1, \S+ \(\d+s ago\)\s+72h0m0s$`, `^HOOKS\s+orders\s+3\s+0\s+0\s+0\s+0\s+\d+s\s+1$`, `^HOOKS: no consumer needs a message up to seq 0 .* reach back to seq 1$`, `^dead letters unresolved\s+1$`, `^conflicts\s+1$`, `^outbox pending\s+1$`} {
+	for _, re := range []string{`^HOOKS\s+3\s+\d+\s+10737418240 \(0%\)\s+3\s+\S+\s+seq 1, \S+ \(\d+s ago\)\s+72h0m0s$`, `^HOOKS\s+orders\s+3\s+0\s+0\s+0\s+0\s+0\s+\d+s\s+1$`, `^HOOKS: no consumer needs a message up to seq 0 .* reach back to seq 1$`, `^dead letters unresolved\s+1$`, `^conflicts\s+1$`, `^outbox pending\s+1$`} {
 		if !regexpLine(out, re) {
 			t.Fatalf("status output lacks %s:\n%s", re, out)
 		}
@@ -267,6 +267,20 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 	if err != nil || strings.Contains(out, "evt-9") {
 		t.Fatalf("list of another consumer: %v\n%s", err, out)
 	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json"}, flags...)...)
+	var dls ops.Page[ops.DeadLetterView]
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || len(dls.Items) != 1 || dls.Items[0].ID != int64(dlID) || dls.Items[0].EventID != "evt-9" ||
+		dls.NextCursor != nil || strings.Contains(out, "tok_visible") {
+		t.Fatalf("dead-letters list --json: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json", "--limit", "1"}, flags...)...)
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || dls.NextCursor == nil || *dls.NextCursor != fmt.Sprint(dlID) {
+		t.Fatalf("a full page has the next cursor: %v\n%s", err, out)
+	}
+	out, err = runOps(t, append([]string{"dead-letters", "list", "--json", "--cursor", *dls.NextCursor}, flags...)...)
+	if err != nil || json.Unmarshal([]byte(out), &dls) != nil || len(dls.Items) != 0 {
+		t.Fatalf("the page after the last: %v\n%s", err, out)
+	}
 	out, err = runOps(t, append([]string{"dead-letters", "show", fmt.Sprint(dlID)}, flags...)...)
 	if err != nil || !strings.Contains(out, body) || !regexpLine(out, `^last error\s+unknown order$`) {
 		t.Fatalf("show: %v\n%s", err, out)
@@ -288,8 +302,8 @@ func TestDeadLettersAndConflictsCommands(t *testing.T) {
 		t.Fatalf("conflicts list: %v\n%s", err, out)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "list", "--json"}, flags...)...)
-	var list []ops.ConflictView
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
+	var list ops.Page[ops.ConflictView]
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list.Items) != 1 || list.Items[0].EventID != "evt-7" || strings.Contains(out, "tok_visible") {
 		t.Fatalf("conflicts list --json: %v\n%s", err, out)
 	}
 	out, err = runOps(t, append([]string{"conflicts", "show", fmt.Sprint(cID)}, flags...)...)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -48,7 +48,7 @@ func TestOrphanedDurablesShownAndDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var st app.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status json: %v\n%s", err, out)
 	}

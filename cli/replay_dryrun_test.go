@@ -55,11 +55,8 @@ func TestReplayDryRunSaysWhatTheRealRunWillDo(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	var item struct {
-		engine.ReplayItem
-		ops.DryRunNote
-	}
-	if err := json.Unmarshal([]byte(lines[1]), &item); err != nil || item.EventID != "pay-orphan" || item.DeadLetterID != dlID || item.Note == "" {
+	var item ops.ReplayItem
+	if err := json.Unmarshal([]byte(lines[1]), &item); err != nil || item.EventID != "pay-orphan" || item.DryRunNote == nil || item.DeadLetterID != dlID || item.Note == "" {
 		t.Fatalf("dry run json line %s (%v)", lines[1], err)
 	}
 

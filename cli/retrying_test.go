@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
 // While an event is being retried, status names it with its failure count
@@ -38,8 +40,11 @@ func TestStatusAndEventsShowNameARetryingEvent(t *testing.T) {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'evt-early' AND postponed_since IS NOT NULL`) == 1
 	})
 
-	// The durable's figures follow in their own time.
-	want := []string{`^RETRYING: 1 event\(s\) failing now`, `^orders\s+demo\s+evt-early\s+1\s+0 POSTPONED \S+\s+\S+\s+.*unknown order`}
+	// The durable's figures follow in their own time. A postponed event is
+	// not failing: it is listed and counted as postponed, with the time
+	// it was first postponed, and not under RETRYING.
+	want := []string{`^POSTPONED: 1 event\(s\) waiting for a later event of their key`,
+		`^orders\s+demo\s+evt-early\s+1\s+\d{4}-\S+Z\s+\d+s\s+0\s+.*unknown order`, `^HOOKS\s+orders\s+\d+\s+\d+\s+\d+\s+0\s+1\s`}
 	var out string
 	var err error
 	hookbridgetest.Eventually(t, time.Minute, "status with the postponed event", func() bool {
@@ -51,8 +56,20 @@ func TestStatusAndEventsShowNameARetryingEvent(t *testing.T) {
 			t.Errorf("status lacks %s:\n%s", re, out)
 		}
 	}
+	if regexpLine(out, `^RETRYING:`) {
+		t.Errorf("status counts the postponed event as failing:\n%s", out)
+	}
+	out, err = runOps(t, append([]string{"status", "--json"}, flags...)...)
+	var st ops.Status
+	if err != nil || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	if len(st.Retrying) != 0 || len(st.RetryingByConsumer) != 0 || len(st.Postponed) != 1 || st.PostponedByConsumer["orders"] != 1 ||
+		st.Postponed[0].EventID != "evt-early" || st.Postponed[0].PostponedSince == nil {
+		t.Fatalf("status --json: retrying %+v %v, postponed %+v %v", st.Retrying, st.RetryingByConsumer, st.Postponed, st.PostponedByConsumer)
+	}
 	out, err = runOps(t, append([]string{"events", "show", "demo", "evt-early"}, flags...)...)
-	if err != nil || !regexpLine(out, `^orders\s+postponed\s+1\s+-\s+-\s+postponed \S+\s+\S+\s+.*unknown order`) {
+	if err != nil || !regexpLine(out, `^orders\s+postponed\s+1\s+-\s+-\s+-\s+\d{4}-\S+Z\s+\S+\s+.*unknown order`) {
 		t.Fatalf("events show: %v\n%s", err, out)
 	}
 
@@ -62,9 +79,9 @@ func TestStatusAndEventsShowNameARetryingEvent(t *testing.T) {
 	})
 	hookbridgetest.Eventually(t, time.Minute, "status with the event acked", func() bool {
 		out, err = runOps(t, append([]string{"status"}, flags...)...)
-		return err == nil && !regexpLine(out, `^RETRYING:`) && regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s+\d+\s+0\s`)
+		return err == nil && !regexpLine(out, `^(RETRYING|POSTPONED):`) && regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s+\d+\s+0\s+0\s`)
 	})
-	if err != nil || regexpLine(out, `^RETRYING:`) || !regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s+\d+\s+0\s`) {
+	if err != nil || regexpLine(out, `^(RETRYING|POSTPONED):`) || !regexpLine(out, `^HOOKS\s+orders\s+0\s+0\s+\d+\s+0\s+0\s`) {
 		t.Fatalf("status once applied: %v\n%s", err, out)
 	}
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`); n != 0 {

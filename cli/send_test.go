@@ -21,13 +21,21 @@ import (
 // returns the ingress's address once it is ready, and that directory.
 func startServe(t *testing.T, db *hookbridgetest.Database) (addr, dataDir string) {
 	t.Helper()
+	_, addr, dataDir = serveWith(t, db, noEnv)
+	return addr, dataDir
+}
+
+// serveWith is startServe with the environment env; it returns the
+// server too.
+func serveWith(t *testing.T, db *hookbridgetest.Database, env app.Env) (srv *app.Server, addr, dataDir string) {
+	t.Helper()
 	handlers := builtin.Handlers()
 	dataDir = t.TempDir()
-	cfg, err := app.Load("", noEnv, app.Overrides{DatabaseURL: db.URL, DataDir: dataDir, HTTPAddr: "127.0.0.1:0"}, handlers)
+	cfg, err := app.Load("", env, app.Overrides{DatabaseURL: db.URL, DataDir: dataDir, HTTPAddr: "127.0.0.1:0"}, handlers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err = app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +62,7 @@ func startServe(t *testing.T, db *hookbridgetest.Database) (addr, dataDir string
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return addr, dataDir
+	return srv, addr, dataDir
 }
 
 // runMain runs the command line as Main does and returns its exit code

@@ -61,7 +61,7 @@ func TestStatusShowsKeyedConsumer(t *testing.T) {
 	ns.PublishKeyedHook(t, "demo", "evt-1", orders.Created, "o-1", orders.WebhookBody(orders.Created, "o-1", 100))
 	hookbridgetest.Eventually(t, time.Minute, "the paused event in the member's backlog", func() bool {
 		out, err = runOps(t, append([]string{"status"}, flags...)...)
-		return err == nil && regexpLine(out, `^\w+\s+`+member+`1\s+\S+$`) && regexpLine(out, `^HOOKS\s+orders \(paused\)\s+1\s+0\s+0\s+0\s+\d+\s+\d+s\s+0$`)
+		return err == nil && regexpLine(out, `^\w+\s+`+member+`1\s+\S+$`) && regexpLine(out, `^HOOKS\s+orders \(paused\)\s+1\s+0\s+0\s+0\s+0\s+\d+\s+\d+s\s+0$`)
 	})
 }
 

@@ -41,8 +41,9 @@ type Options struct {
 	Ops *ops.Ops
 	// Token is the Bearer token every API request must carry (required).
 	Token string
-	// Status reads the overview for GET /api/v1/status (required).
-	Status func(ctx context.Context) (Status, error)
+	// Ready tells GET /api/v1/status whether the instance is ready (what
+	// its /readyz answers); nil leaves readiness out.
+	Ready func(ctx context.Context) bool
 	// Console is served at / without authentication (it holds no data);
 	// nil serves nothing there.
 	Console fs.FS
@@ -71,8 +72,6 @@ func New(o Options) (*Handler, error) {
 		return nil, errors.New("admin: no ops")
 	case o.Token == "":
 		return nil, errors.New("admin: no token")
-	case o.Status == nil:
-		return nil, errors.New("admin: no status reader")
 	}
 	h := &Handler{o: o, mux: http.NewServeMux(), token: sha256.Sum256([]byte(o.Token)), log: o.Logger}
 	if h.log == nil {
@@ -283,26 +282,6 @@ func page(r *http.Request) (limit int, before int64, err error) {
 		before = n
 	}
 	return limit, before, nil
-}
-
-// list is the answer of every list endpoint.
-type list[T any] struct {
-	Items      []T     `json:"items"`
-	NextCursor *string `json:"next_cursor"`
-}
-
-// newList pages items whose last id is lastID: a full page has a next
-// cursor.
-func newList[T any](items []T, limit int, lastID int64) list[T] {
-	out := list[T]{Items: items}
-	if out.Items == nil {
-		out.Items = []T{}
-	}
-	if len(items) == limit && lastID > 0 {
-		c := strconv.FormatInt(lastID, 10)
-		out.NextCursor = &c
-	}
-	return out
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

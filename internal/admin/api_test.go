@@ -51,13 +51,10 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: app.OpsConsumers(cfg, handlers)}
+	o := &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: configured(cfg, handlers)}
 	var logBuf bytes.Buffer
 	h, err := admin.New(admin.Options{
 		Ops: o, Token: apiToken, Logger: slog.New(slog.NewJSONHandler(&syncWriter{w: &logBuf}, nil)),
-		Status: func(ctx context.Context) (admin.Status, error) {
-			return app.ReadAdminStatus(ctx, cfg, db.Pool, ns.JS, nil)
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +65,23 @@ func newAPIEnv(t *testing.T) *apiEnv {
 		h.Close()
 	})
 	return &apiEnv{db: db, ns: ns, ops: o, srv: srv, log: &logBuf}
+}
+
+// configured are cfg's consumers as the operator actions take them, built
+// from the configuration's public methods as serve and the command line
+// build them.
+func configured(cfg app.Config, handlers app.Handlers) []ops.Consumer {
+	handlers = app.WithSelftest(cfg, handlers)
+	out := make([]ops.Consumer, 0, len(cfg.Consumers))
+	for i := range cfg.Consumers {
+		cc := &cfg.Consumers[i]
+		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
+		if h, err := cc.NewHandler(handlers); err == nil {
+			c.Handler = h
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // syncWriter is a writer the handler's goroutines may share.
@@ -200,7 +214,7 @@ func TestAPIRequiresToken(t *testing.T) {
 		t.Fatalf("unresolved dead letters after refused requests = %d, want 1", n)
 	}
 	// And the right token opens it.
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if st.DeadLettersUnresolved != 1 {
 		t.Fatalf("status dead_letters_unresolved = %d, want 1", st.DeadLettersUnresolved)
@@ -457,7 +471,7 @@ func TestConflictShowAndResolve(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Fatalf("unresolved conflicts after resolve = %+v", list)
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if st.Conflicts != 1 || st.ConflictsUnresolved != 0 {
 		t.Fatalf("status conflicts = %d, unresolved %d; want 1, 0", st.Conflicts, st.ConflictsUnresolved)
@@ -529,21 +543,17 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	e.apply(t, "c1")
 
 	var dry struct {
-		DryRun  bool `json:"dry_run"`
-		Summary struct {
-			Messages  int            `json:"messages"`
-			ByType    map[string]int `json:"by_type"`
-			ByOutcome map[string]int `json:"by_outcome"`
-		} `json:"summary"`
-		Items []struct {
+		DryRun  bool             `json:"dry_run"`
+		Summary ops.ReplayResult `json:"summary"`
+		Items   []struct {
 			StreamSeq uint64 `json:"stream_seq"`
 			EventID   string `json:"event_id"`
 			EventType string `json:"event_type"`
 		} `json:"items"`
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders", "from_seq": 1}, http.StatusOK, &dry)
-	if !dry.DryRun || dry.Summary.Messages != 4 || dry.Summary.ByType[orders.Created] != 3 || dry.Summary.ByType[orders.Paid] != 1 ||
-		dry.Summary.ByOutcome["new"] != 3 || dry.Summary.ByOutcome["duplicate"] != 1 || len(dry.Items) != 4 || dry.Items[0].EventID != "c1" {
+	if !dry.DryRun || !dry.Summary.DryRun || dry.Summary.Selected != 4 || dry.Summary.ByType[orders.Created] != 3 || dry.Summary.ByType[orders.Paid] != 1 ||
+		dry.Summary.New != 3 || dry.Summary.Duplicate != 1 || len(dry.Items) != 4 || dry.Items[0].EventID != "c1" {
 		t.Fatalf("dry run = %+v", dry)
 	}
 	if n := e.db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 1 {
@@ -559,17 +569,22 @@ func TestReplayDryRunThenJob(t *testing.T) {
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders", "from_seq": 1, "dry_run": false}, http.StatusAccepted, &job)
 	var st struct {
-		State string `json:"state"`
-		Done  int    `json:"done"`
-		Total uint64 `json:"total"`
-		Error string `json:"error"`
+		State   string            `json:"state"`
+		Done    int               `json:"done"`
+		Total   uint64            `json:"total"`
+		Error   string            `json:"error"`
+		Summary *ops.ReplayResult `json:"summary"`
 	}
 	hookbridgetest.Eventually(t, 2*time.Minute, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)
 		return st.State != "running"
 	})
-	if st.State != "done" || st.Done != 4 || st.Total != 4 || st.Error != "" {
+	if st.State != "done" || st.Done != 4 || st.Total != 4 || st.Error != "" || st.Summary == nil || st.Summary.Selected != 4 ||
+		st.Summary.Processed != 3 || st.Summary.Duplicate != 1 || st.Summary.Held != 0 {
 		t.Fatalf("job = %+v", st)
+	}
+	if !strings.Contains(e.log.String(), `"msg":"admin replay ended","job_id":"`+job.JobID+`"`) || !strings.Contains(e.log.String(), `"held":0,`) {
+		t.Fatalf("the job's end is not logged with what was held:\n%s", e.log.String())
 	}
 	if n := e.db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); n != 4 {
 		t.Fatalf("inbox rows after the replay = %d, want 4", n)
@@ -590,8 +605,8 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 	_, dl := e.deadPaid(t, "p-dead", "o-missing")
 	var dry struct {
 		Summary struct {
-			ByOutcome      map[string]int `json:"by_outcome"`
-			NewDeadLetters int            `json:"new_dead_letters"`
+			New            int `json:"new"`
+			NewDeadLetters int `json:"new_dead_letters"`
 		} `json:"summary"`
 		Items []struct {
 			EventID      string `json:"event_id"`
@@ -601,7 +616,7 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 		} `json:"items"`
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders"}, http.StatusOK, &dry)
-	if dry.Summary.ByOutcome["new"] != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
+	if dry.Summary.New != 2 || dry.Summary.NewDeadLetters != 1 || len(dry.Items) != 2 {
 		t.Fatalf("dry run = %+v", dry)
 	}
 	if it := dry.Items[0]; it.EventID != "c1" || it.DeadLetterID != 0 || it.Note != "" {
@@ -615,6 +630,8 @@ func TestReplayDryRunNamesDeadLetters(t *testing.T) {
 // The overview names the events failing right now with their failure
 // counts and last errors, and each stream's reach back for a replay is
 // its oldest stored message; an event's life gives its failures too.
+// Once its handler postpones it, it is listed as postponed, failures and
+// all, and no longer as failing.
 func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	t.Parallel()
 	e := newAPIEnv(t)
@@ -625,7 +642,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if len(st.Retrying) != 1 || st.RetryingByConsumer["orders"] != 1 {
 		t.Fatalf("retrying = %+v, by consumer %v", st.Retrying, st.RetryingByConsumer)
@@ -634,7 +651,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 		f.LastError != "unknown order o-late" || f.LastFailedAt.IsZero() {
 		t.Fatalf("retrying event = %+v", f)
 	}
-	var hooks *admin.StreamStatus
+	var hooks *ops.StreamStatus
 	for i := range st.Streams {
 		if st.Streams[i].Name == stream.Hooks {
 			hooks = &st.Streams[i]
@@ -649,8 +666,29 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	if len(life.Consumers) != 1 {
 		t.Fatalf("consumers = %+v", life.Consumers)
 	}
-	if c := life.Consumers[0]; c.State != ops.EventRedelivered || c.Failures != 2 || c.LastError != "unknown order o-late" || c.LastFailedAt == nil {
+	if c := life.Consumers[0]; c.State != ops.EventRedelivered || c.Failures != 2 || c.LastError != "unknown order o-late" || c.LastFailedAt == nil ||
+		c.PostponedSince != nil {
 		t.Fatalf("at orders = %+v", c)
+	}
+
+	// Its handler then postpones it: it is no longer failing but waiting
+	// for a later event of its key, with the failures it had, in status
+	// and in its life alike.
+	since, err := store.FailurePostpone(context.Background(), e.db.Pool, "orders", key, "needs its order.created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = ops.Status{}
+	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
+	if len(st.Retrying) != 0 || st.RetryingByConsumer["orders"] != 0 || len(st.Postponed) != 1 || st.PostponedByConsumer["orders"] != 1 {
+		t.Fatalf("retrying = %+v %v, postponed %+v %v; want it postponed only", st.Retrying, st.RetryingByConsumer, st.Postponed, st.PostponedByConsumer)
+	}
+	if f := st.Postponed[0]; f.EventID != "p-early" || f.Failures != 2 || f.PostponedSince == nil || !f.PostponedSince.Equal(since) {
+		t.Fatalf("postponed event = %+v, want its 2 failures and the time it was postponed, %s", f, since)
+	}
+	e.mustCall(t, "GET", "/api/v1/events/demo/p-early", nil, http.StatusOK, &life)
+	if c := life.Consumers[0]; c.State != ops.EventPostponed || c.Failures != 2 || c.PostponedSince == nil || !c.PostponedSince.Equal(since) {
+		t.Fatalf("at orders once postponed = %+v, want postponed since %s with its 2 failures", c, since)
 	}
 }
 
@@ -720,7 +758,7 @@ func TestPauseResume(t *testing.T) {
 	if ci := info.CachedInfo(); !ci.Paused {
 		t.Fatal("JetStream does not report the consumer paused")
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if len(st.Consumers) != 1 || !st.Consumers[0].Paused {
 		t.Fatalf("status consumers = %+v", st.Consumers)

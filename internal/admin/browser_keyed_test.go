@@ -17,6 +17,7 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/cmd/hookbridge/builtin"
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -45,7 +46,8 @@ func failingIDs(fixed *atomic.Bool, ids ...string) app.Handlers {
 // order id, so the orders consumer reads partitions. The overview shows
 // them and the one member (this process) serving them, with its backlog
 // while the consumer is paused; the detail stays open across refreshes
-// and on a phone nothing scrolls sideways. A dead letter that a later
+// and on a phone nothing scrolls sideways; a replay of a later event of
+// a waiting one's key holds it, and says so. A dead letter that a later
 // event of its order passed shows its key and that event; Requeue warns
 // and asks once more, applying nothing until confirmed, then applies it
 // out of order and says so.
@@ -109,9 +111,37 @@ func TestConsoleKeyedConsumerInBrowser(t *testing.T) {
 	if n := s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag'"); n != 0 {
 		t.Fatal("a paused consumer applied an event")
 	}
+	// A replay of the payment of that order, while its order.created
+	// waits: the payment is held, not applied, and the replay's end says
+	// so.
+	if code := s.postBody(t, "evt-lag-paid", orders.WebhookBody(orders.Paid, "o-lag", 5)); code != http.StatusAccepted {
+		t.Fatalf("evt-lag-paid: status %d", code)
+	}
+	b.do("open replay", chromedp.Click(css(`#nav a[data-page="replay"]`)))
+	b.until("the consumer list", `[...document.querySelectorAll("#rp-consumer option")].some(o => o.value === "orders")`)
+	b.do("dry run of the payments", chromedp.SetValue(css("#rp-consumer"), "orders"), chromedp.SetValue(css("#rp-type"), orders.Paid),
+		chromedp.Click(css("#rp-dry")))
+	b.until("the dry run's summary", `document.getElementById("rp-count") !== null && !document.getElementById("rp-apply-box").hidden`)
+	b.do("apply the replay", chromedp.Click(css("#rp-apply")))
+	b.until("the replay to end", `["done", "failed"].includes(document.getElementById("rp-progress-text").dataset.state)`)
+	b.shot("replay-held")
+	want := "Done: 1 of 1 re-delivered. 1 of them held, not applied: an earlier event of their ordering key failed or is not applied yet; replay it once it is."
+	if got := b.text("#rp-progress-text"); got != want {
+		t.Errorf("replay progress %q, want %q", got, want)
+	}
+	if n := s.db.Count(t, "SELECT count(*) FROM hookbridge.inbox WHERE event_id = 'evt-lag-paid'"); n != 0 {
+		t.Fatal("the held payment was applied")
+	}
+	b.do("back to the overview", chromedp.Click(css(`#nav a[data-page="overview"]`)))
+	b.until("orders still paused", fmt.Sprintf(`(document.querySelector(%q)||{textContent:""}).textContent.includes("paused")`, crow))
+	// The replay's message goes a few seconds after it came, moving the
+	// page up: a click aimed before that would land elsewhere.
+	b.until("the replay's message gone", `document.getElementById("flash").childElementCount === 0`)
+
 	b.do("resume orders", chromedp.Click(css(crow+" button")))
-	hookbridgetest.Eventually(t, time.Minute, "the event applied after resume", func() bool {
-		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag'") == 1
+	b.until("orders resumed", `document.getElementById("flash").textContent.includes("Consumer orders resumed.")`)
+	hookbridgetest.Eventually(t, time.Minute, "the events applied after resume", func() bool {
+		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-lag' AND status = 'paid'") == 1
 	})
 	b.until("no backlog", fmt.Sprintf(`document.querySelector(%q).textContent === "0"`, member+` td[data-label="Backlog"]`))
 

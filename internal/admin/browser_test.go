@@ -594,9 +594,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 }
 
-// TestConsoleShowsRetryingEvents: an event that fails and is retried is
-// named on the overview with its failure count and last error, and its
-// life shows them; once it applies it leaves the list. Each stream shows
+// TestConsoleShowsRetryingEvents: an event its handler postpones is named
+// on the overview as postponed (not as failing), with when it was first
+// postponed and its last error, and its life shows them; once it applies
+// it leaves the list. Each stream shows
 // how far back a replay reaches: its oldest stored message.
 func TestConsoleShowsRetryingEvents(t *testing.T) {
 	chrome := chromiumPath(t)
@@ -610,17 +611,25 @@ func TestConsoleShowsRetryingEvents(t *testing.T) {
 	if code := s.postBody(t, "evt-early", orders.WebhookBody(orders.Paid, "o-late", 100)); code != http.StatusAccepted {
 		t.Fatalf("evt-early: status %d", code)
 	}
-	row := `#ov-retrying tr[data-event="evt-early"]`
-	b.until("the retrying event on the overview", fmt.Sprintf(`document.querySelector(%q) !== null`, row))
-	b.shot("overview-retrying")
-	if got := b.text(row + ` td[data-label="Failures"]`); got != "postponed" {
-		t.Errorf("failures shown as %q, want postponed", got)
+	// A postponed event is not failing: it is listed as postponed, with
+	// the time its handler first postponed it, and not as retrying.
+	row := `#ov-postponed tr[data-event="evt-early"]`
+	b.until("the postponed event on the overview", fmt.Sprintf(`document.querySelector(%q) !== null`, row))
+	b.shot("overview-postponed")
+	if got := b.text(row + ` td[data-label="Postponed since"]`); got == "" || got == "—" {
+		t.Errorf("postponed since shown as %q", got)
 	}
 	if got := b.text(row + ` td[data-label="Last error"]`); !strings.Contains(got, "unknown order") {
 		t.Errorf("last error shown as %q", got)
 	}
-	if got := b.textWhen(`#ov-consumers tr[data-consumer="orders"] td[data-label="Retrying"]`, is("1")); got != "1" {
-		t.Errorf("orders retrying shown as %q, want 1", got)
+	if got := b.textWhen(`#ov-consumers tr[data-consumer="orders"] td[data-label="Postponed"]`, is("1")); got != "1" {
+		t.Errorf("orders postponed shown as %q, want 1", got)
+	}
+	if got := b.text(`#ov-consumers tr[data-consumer="orders"] td[data-label="Retrying"]`); got != "0" {
+		t.Errorf("orders retrying shown as %q, want 0: a postponed event is not failing", got)
+	}
+	if b.eval(`document.querySelector('#ov-retrying tr[data-event="evt-early"]') !== null`) {
+		t.Error("the postponed event is listed as retrying")
 	}
 	reach := func(s string) bool { return strings.HasPrefix(s, "seq 1, ") && strings.Contains(s, "ago") }
 	if got := b.textWhen(`#ov-streams tr[data-stream="HOOKS"] td[data-label="Replay reaches back to"]`, reach); !reach(got) {
@@ -647,7 +656,7 @@ func TestConsoleShowsRetryingEvents(t *testing.T) {
 		return s.db.Count(t, "SELECT count(*) FROM demo.orders WHERE order_id = 'o-late' AND status = 'paid' AND version = 2") == 1
 	})
 	b.do("back to the overview", chromedp.Click(css(`#nav a[data-page="overview"]`)))
-	b.until("no event retrying", `document.querySelector("#ov-retrying .empty") !== null`)
+	b.until("no event postponed", `document.querySelector("#ov-postponed .empty") !== null && document.querySelector("#ov-retrying .empty") !== null`)
 	if ex := b.pageExceptions(); len(ex) > 0 {
 		t.Errorf("the page threw: %v", ex)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) error {
-	st, err := h.o.Status(r.Context())
+	st, err := h.o.Ops.Status(r.Context(), h.o.Ready)
 	if err != nil {
 		return err
 	}
@@ -25,27 +25,15 @@ func (h *Handler) listDeadLetters(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	q := r.URL.Query()
-	dls, err := h.o.Ops.ListDeadLetters(r.Context(), ops.DeadLetterPage{
+	list, err := h.o.Ops.ListDeadLetters(r.Context(), ops.DeadLetterPage{
 		Consumer: q.Get("consumer"), EventType: q.Get("type"), Resolved: store.Resolved(q.Get("resolved")),
 		Before: before, Limit: limit,
 	})
 	if err != nil {
 		return err
 	}
-	items := make([]deadLetterView, 0, len(dls))
-	var last int64
-	for _, d := range dls {
-		items = append(items, viewDeadLetter(d))
-		last = d.ID
-	}
-	writeJSON(w, http.StatusOK, newList(items, limit, last))
+	writeJSON(w, http.StatusOK, list)
 	return nil
-}
-
-type deadLetterDetail struct {
-	deadLetterView
-	Body       *string `json:"body,omitempty"`
-	BodyBase64 []byte  `json:"body_base64,omitempty"`
 }
 
 func (h *Handler) getDeadLetter(w http.ResponseWriter, r *http.Request) error {
@@ -53,15 +41,11 @@ func (h *Handler) getDeadLetter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	d, err := h.o.Ops.GetDeadLetter(r.Context(), id)
+	d, err := h.o.Ops.ShowDeadLetter(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	b := d.Body
-	if b == nil {
-		b = []byte{}
-	}
-	writeJSON(w, http.StatusOK, deadLetterDetail{viewDeadLetter(d), bodyText(b), bodyBase64(b)})
+	writeJSON(w, http.StatusOK, d)
 	return nil
 }
 
@@ -125,30 +109,14 @@ func (h *Handler) listConflicts(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cs, err := h.o.Ops.ListConflicts(r.Context(), ops.ConflictPage{
+	list, err := h.o.Ops.ListConflicts(r.Context(), ops.ConflictPage{
 		Resolved: store.Resolved(r.URL.Query().Get("resolved")), Before: before, Limit: limit,
 	})
 	if err != nil {
 		return err
 	}
-	items := make([]ops.ConflictView, 0, len(cs))
-	var last int64
-	for _, c := range cs {
-		items = append(items, ops.ViewConflict(c))
-		last = c.ID
-	}
-	writeJSON(w, http.StatusOK, newList(items, limit, last))
+	writeJSON(w, http.StatusOK, list)
 	return nil
-}
-
-type conflictDetail struct {
-	ops.ConflictView
-	OriginalBody       *string `json:"original_body"`
-	OriginalBodyBase64 []byte  `json:"original_body_base64,omitempty"`
-	// OriginalMissing says why original_body is null.
-	OriginalMissing    string  `json:"original_missing,omitempty"`
-	RejectedBody       *string `json:"rejected_body"`
-	RejectedBodyBase64 []byte  `json:"rejected_body_base64,omitempty"`
 }
 
 func (h *Handler) getConflict(w http.ResponseWriter, r *http.Request) error {
@@ -156,22 +124,11 @@ func (h *Handler) getConflict(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	c, err := h.o.Ops.GetConflict(r.Context(), id)
+	c, err := h.o.Ops.ShowConflict(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	rejected := c.RejectedBody
-	if rejected == nil {
-		rejected = []byte{}
-	}
-	writeJSON(w, http.StatusOK, conflictDetail{
-		ConflictView:       ops.ViewConflict(c.Conflict),
-		OriginalBody:       bodyText(c.OriginalBody),
-		OriginalBodyBase64: bodyBase64(c.OriginalBody),
-		OriginalMissing:    c.OriginalMissing,
-		RejectedBody:       bodyText(rejected),
-		RejectedBodyBase64: bodyBase64(rejected),
-	})
+	writeJSON(w, http.StatusOK, c)
 	return nil
 }
 
@@ -204,17 +161,11 @@ func (h *Handler) listOutbox(w http.ResponseWriter, r *http.Request) error {
 	if state == "" {
 		state = "dead"
 	}
-	rows, err := h.o.Ops.ListOutbox(r.Context(), state, before, limit)
+	list, err := h.o.Ops.ListOutbox(r.Context(), state, before, limit)
 	if err != nil {
 		return err
 	}
-	items := make([]outboxView, 0, len(rows))
-	var last int64
-	for _, o := range rows {
-		items = append(items, viewOutbox(o))
-		last = o.ID
-	}
-	writeJSON(w, http.StatusOK, newList(items, limit, last))
+	writeJSON(w, http.StatusOK, list)
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/hookbridge/hookbridge/internal/admin"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
@@ -26,7 +25,7 @@ func TestDeleteOrphanedDurable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var st admin.Status
+	var st ops.Status
 	e.mustCall(t, "GET", "/api/v1/status", nil, http.StatusOK, &st)
 	if !slices.Equal(st.OrphanedDurables, []string{"old_orders"}) {
 		t.Fatalf("orphaned durables %v, want [old_orders]", st.OrphanedDurables)

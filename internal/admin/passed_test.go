@@ -97,16 +97,15 @@ func TestRequeuePassedDeadLetterAPI(t *testing.T) {
 	}
 	e.mustCall(t, "POST", "/api/v1/replay", map[string]any{"consumer": "orders", "dead_letters": true, "dry_run": false}, http.StatusAccepted, &job)
 	var st struct {
-		State             string                  `json:"state"`
-		SkippedPassed     int                     `json:"skipped_passed"`
-		SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list"`
-		Summary           engine.ReplaySummary    `json:"summary"`
+		State         string           `json:"state"`
+		SkippedPassed int              `json:"skipped_passed"`
+		Summary       ops.ReplayResult `json:"summary"`
 	}
 	hookbridgetest.Eventually(t, 2*time.Minute, "replay job to end", func() bool {
 		e.mustCall(t, "GET", "/api/v1/replay/"+job.JobID, nil, http.StatusOK, &st)
 		return st.State != "running"
 	})
-	if st.State != "done" || st.Summary.Processed != 1 || st.SkippedPassed != 1 || len(st.SkippedPassedList) != 1 || st.SkippedPassedList[0].ID != dl {
+	if st.State != "done" || st.Summary.Processed != 1 || st.SkippedPassed != 1 || len(st.Summary.SkippedPassed) != 1 || st.Summary.SkippedPassed[0].ID != dl {
 		t.Fatalf("job = %+v, want c2 processed and c1 skipped", st)
 	}
 	if applied("o1") != 0 || applied("o2") != 1 {

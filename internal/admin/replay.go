@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookbridge/hookbridge/consumer"
-	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
@@ -33,39 +31,17 @@ type replayRequest struct {
 	OutOfOrder bool `json:"out_of_order"`
 }
 
-// dryRunItems is how many messages a dry run's answer lists.
+// dryRunItems is how many messages a dry run's answer lists, and how
+// many skipped dead letters a job's summary names.
 const dryRunItems = 100
 
-type dryRunItem struct {
-	StreamSeq uint64 `json:"stream_seq"`
-	Source    string `json:"source"`
-	EventID   string `json:"event_id"`
-	EventType string `json:"event_type"`
-	// Outcome is what applying would do: new, duplicate or conflict.
-	Outcome string `json:"outcome"`
-	// DeadLetterID and Note: the message is one of the consumer's
-	// unresolved dead letters, and what the real run does with it.
-	DeadLetterID int64  `json:"dead_letter_id,omitempty"`
-	Note         string `json:"note,omitempty"`
-	// PassedBy: a later event of its ordering key applied after it;
-	// Skipped: the real run leaves it alone for that reason.
-	PassedBy *ops.PassedBy `json:"passed_by,omitempty"`
-	Skipped  bool          `json:"skipped,omitempty"`
-}
-
-type dryRunSummary struct {
-	Messages int            `json:"messages"`
-	ByType   map[string]int `json:"by_type"`
-	// ByOutcome counts what applying would do (new, duplicate, conflict…).
-	ByOutcome map[string]int `json:"by_outcome"`
-	// NewDeadLetters counts the new ones that are unresolved dead letters
-	// (passed ones aside): the real run applies them again, and they fail
-	// again unless their cause was fixed.
-	NewDeadLetters int `json:"new_dead_letters"`
-	// PassedDeadLetters counts the dead letters a later event of their
-	// ordering key has passed: the real run leaves them alone unless
-	// out_of_order is set (then it applies them after those events).
-	PassedDeadLetters int `json:"passed_dead_letters"`
+// dryRunAnswer is the answer of a dry run: what the real run would do
+// (the summary `hookbridge replay --dry-run --json` ends with) and the
+// first [dryRunItems] messages (its lines).
+type dryRunAnswer struct {
+	DryRun  bool             `json:"dry_run"`
+	Summary ops.ReplayResult `json:"summary"`
+	Items   []ops.ReplayItem `json:"items"`
 }
 
 func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
@@ -94,35 +70,16 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if sel.DryRun {
-		notes, err := h.o.Ops.DryRunNotes(r.Context(), req.Consumer, sel)
-		if err != nil {
-			return err
-		}
-		sum := dryRunSummary{ByType: map[string]int{}, ByOutcome: map[string]int{}}
-		items := []dryRunItem{}
-		_, err = h.o.Ops.RunReplay(r.Context(), plan, ops.ReplayHooks{Report: func(it engine.ReplayItem) {
-			sum.Messages++
-			sum.ByType[it.Type]++
-			sum.ByOutcome[it.Outcome.String()]++
-			note := notes(it)
-			switch {
-			case note != nil && note.PassedBy != nil:
-				sum.PassedDeadLetters++
-			case note != nil && it.Outcome == consumer.ReplayNew:
-				sum.NewDeadLetters++
-			}
+		items := []ops.ReplayItem{}
+		res, err := h.o.Ops.RunReplay(r.Context(), plan, ops.ReplayHooks{Report: func(it ops.ReplayItem) {
 			if len(items) < dryRunItems {
-				item := dryRunItem{StreamSeq: it.Seq, Source: it.Source, EventID: it.EventID, EventType: it.Type, Outcome: it.Outcome.String()}
-				if note != nil {
-					item.DeadLetterID, item.Note, item.PassedBy, item.Skipped = note.DeadLetterID, note.Note, note.PassedBy, note.Skipped
-				}
-				items = append(items, item)
+				items = append(items, it)
 			}
 		}})
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"dry_run": true, "summary": sum, "items": items})
+		writeJSON(w, http.StatusOK, dryRunAnswer{DryRun: true, Summary: res, Items: items})
 		return nil
 	}
 	job := h.jobs.start(plan)
@@ -149,14 +106,13 @@ type jobState struct {
 	Done     int    `json:"done"`
 	Total    uint64 `json:"total"`
 	Error    string `json:"error"`
-	// Summary counts the outcomes once the job has ended.
-	Summary *engine.ReplaySummary `json:"summary,omitempty"`
-	// SkippedPassed counts the dead letters the job left alone because a
-	// later event of their ordering key had passed them; SkippedPassedList
-	// names the first [dryRunItems] of them.
-	SkippedPassed     int                     `json:"skipped_passed"`
-	SkippedPassedList []ops.SkippedDeadLetter `json:"skipped_passed_list,omitempty"`
-	Started           time.Time               `json:"started_at"`
+	// Summary counts the outcomes once the job has ended, and names the
+	// first [dryRunItems] of the dead letters it left alone because a
+	// later event of their ordering key had passed them; SkippedPassed
+	// counts those.
+	Summary       *ops.ReplayResult `json:"summary,omitempty"`
+	SkippedPassed int               `json:"skipped_passed"`
+	Started       time.Time         `json:"started_at"`
 }
 
 // maxJobs is how many replay jobs are remembered; the oldest ended ones
@@ -197,12 +153,12 @@ func (j *jobs) start(plan *ops.ReplayPlan) string {
 	go func() {
 		defer j.wg.Done()
 		res, err := j.run(plan, st)
-		sum := res.ReplaySummary
 		j.mu.Lock()
 		defer j.mu.Unlock()
-		st.Summary = &sum
 		st.SkippedPassed = len(res.SkippedPassed)
-		st.SkippedPassedList = res.SkippedPassed[:min(len(res.SkippedPassed), dryRunItems)]
+		res.SkippedPassed = res.SkippedPassed[:min(len(res.SkippedPassed), dryRunItems)]
+		st.Summary = &res
+		sum := res.ReplaySummary
 		st.Total = max(st.Total, uint64(st.Done))
 		switch {
 		case err != nil:
@@ -213,7 +169,7 @@ func (j *jobs) start(plan *ops.ReplayPlan) string {
 			st.State = "done"
 		}
 		j.log.Info("admin replay ended", "job_id", id, "consumer", name, "state", st.State, "selected", sum.Selected,
-			"processed", sum.Processed, "duplicate", sum.Duplicate, "failed", sum.Failed, "skipped_passed", st.SkippedPassed)
+			"processed", sum.Processed, "duplicate", sum.Duplicate, "failed", sum.Failed, "held", sum.Held, "skipped_passed", st.SkippedPassed)
 	}()
 	return id
 }
@@ -225,7 +181,7 @@ func (j *jobs) run(plan *ops.ReplayPlan, st *jobState) (ops.ReplayResult, error)
 			st.Total = n
 			j.mu.Unlock()
 		},
-		Report: func(engine.ReplayItem) {
+		Report: func(ops.ReplayItem) {
 			j.mu.Lock()
 			st.Done++
 			j.mu.Unlock()

@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"context"
 	"net/http"
 	"os"
 	"strings"
@@ -23,7 +22,7 @@ func TestConsoleFilesWithoutToken(t *testing.T) {
 	h, err := admin.New(admin.Options{Ops: e.ops, Token: apiToken, Console: fstest.MapFS{
 		"index.html": {Data: []byte("<!doctype html><title>hookbridge</title>")},
 		"app.js":     {Data: []byte("console.log(1)")},
-	}, Status: func(context.Context) (admin.Status, error) { return admin.Status{}, nil }})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestPauseRefusedByOldServer(t *testing.T) {
 	}
 	e := newAPIEnv(t)
 	old := &ops.Ops{Pool: e.ops.Pool, JS: js, Consumers: e.ops.Consumers}
-	h, err := admin.New(admin.Options{Ops: old, Token: apiToken, Status: func(context.Context) (admin.Status, error) { return admin.Status{}, nil }})
+	h, err := admin.New(admin.Options{Ops: old, Token: apiToken})
 	if err != nil {
 		t.Fatal(err)
 	}

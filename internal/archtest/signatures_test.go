@@ -1,180 +1,287 @@
 package archtest
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"strconv"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// internalNames lists, for one file of a public package, each exported
-// declaration whose signature names a type of an internal package: a
-// function's parameters and results, a method's of an exported type, an
-// exported field of an exported struct, an exported variable's type. A
-// team that calls such a function cannot name what it gets (it cannot
-// import internal/), so the API is one it cannot use fully.
-func internalNames(name string, src []byte) ([]string, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+// The public API names only public types: a team that calls an exported
+// function of a public package, or reads an exported field, cannot name
+// a type of an internal package (it cannot import it), so an API that
+// hands one out is one it cannot use fully. The check reads the packages
+// as the compiler does (go/types, over the export data `go list -export`
+// writes), so it sees what the syntax does not: a variable's inferred
+// type, the fields and methods a struct promotes from an embedded
+// unexported one, and the exported fields of an unexported type a
+// function returns.
+
+// exports are the export data files of the module's public packages and
+// everything they import, by import path, read once for every test.
+var exports = sync.OnceValues(func() (map[string]string, error) {
+	goTool, err := exec.LookPath("go")
 	if err != nil {
-		return nil, err
+		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
-	internal := map[string]string{} // import name → path, internal ones only
-	for _, im := range f.Imports {
-		path, _ := strconv.Unquote(im.Path.Value)
-		if !strings.Contains("/"+path+"/", "/internal/") {
-			continue
-		}
-		n := path[strings.LastIndex(path, "/")+1:]
-		if im.Name != nil {
-			n = im.Name.Name
-		}
-		internal[n] = path
+	args := []string{"list", "-export", "-deps", "-json=ImportPath,Export"}
+	for _, p := range publicAPI {
+		args = append(args, module+"/"+p)
 	}
-	if len(internal) == 0 {
-		return nil, nil
+	// The made-up violations name these.
+	args = append(args, module+"/internal/ops", module+"/internal/store")
+	cmd := exec.Command(goTool, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list -export: %v\n%s", err, stderr.String())
 	}
-	var out []string
-	check := func(what string, e ast.Expr) {
-		if e == nil {
-			return
+	files := map[string]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct{ ImportPath, Export string }
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("decode go list output: %w", err)
 		}
-		ast.Inspect(e, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok {
-				if id, ok := sel.X.(*ast.Ident); ok && internal[id.Name] != "" {
-					out = append(out, fmt.Sprintf("%s: %s names %s.%s", name, what, id.Name, sel.Sel.Name))
-				}
-				return false
-			}
-			return true
-		})
+		files[p.ImportPath] = p.Export
 	}
-	checkFields := func(what string, fl *ast.FieldList) {
-		if fl == nil {
-			return
-		}
-		for _, fld := range fl.List {
-			check(what, fld.Type)
-		}
+	return files, nil
+})
+
+// typeCheck type-checks files as the package path, its imports read from
+// their export data.
+func typeCheck(t *testing.T, fset *token.FileSet, path string, files []*ast.File) *types.Package {
+	t.Helper()
+	data, err := exports()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, d := range f.Decls {
-		switch d := d.(type) {
-		case *ast.FuncDecl:
-			if !d.Name.IsExported() {
-				continue
-			}
-			what := d.Name.Name
-			if d.Recv != nil && len(d.Recv.List) > 0 {
-				recv := recvName(d.Recv.List[0].Type)
-				if !ast.IsExported(recv) {
-					continue
-				}
-				what = recv + "." + what
-			}
-			checkFields(what, d.Type.Params)
-			checkFields(what, d.Type.Results)
-		case *ast.GenDecl:
-			for _, s := range d.Specs {
-				switch s := s.(type) {
-				case *ast.TypeSpec:
-					if !s.Name.IsExported() {
-						continue
-					}
-					switch t := s.Type.(type) {
-					case *ast.StructType:
-						for _, fld := range t.Fields.List {
-							exported := len(fld.Names) == 0 // embedded
-							for _, n := range fld.Names {
-								exported = exported || n.IsExported()
-							}
-							if exported {
-								check(s.Name.Name+" field", fld.Type)
-							}
-						}
-					case *ast.InterfaceType:
-						for _, m := range t.Methods.List {
-							check(s.Name.Name+" method", m.Type)
-						}
-					default:
-						if s.Assign == 0 { // aliases: TestPublicTypesAreTheirPackagesOwn
-							check("type "+s.Name.Name, s.Type)
-						}
-					}
-				case *ast.ValueSpec:
-					for _, n := range s.Names {
-						if n.IsExported() {
-							check(n.Name, s.Type)
-						}
-					}
-				}
-			}
+	imp := importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		f, ok := data[path]
+		if !ok || f == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
 		}
+		return os.Open(f)
+	})
+	conf := types.Config{Importer: imp}
+	pkg, err := conf.Check(path, fset, files, nil)
+	if err != nil {
+		t.Fatalf("type-check %s: %v", path, err)
 	}
-	return out, nil
+	return pkg
 }
 
-// knownInternalNames are the declarations that still name internal types,
-// each with what replaces it: the operator views get one read path and
-// one JSON shape per thing (a public type the store, the admin API and
-// the CLI all use), which removes all four at once. A new entry is a
-// regression, not a decision: fix the signature instead.
-var knownInternalNames = map[string]bool{
-	"app/admin.go: OpsConsumers names ops.Consumer":         true, // cli and serve build ops from the configuration
-	"app/admin.go: ReadAdminStatus names admin.Status":      true, // two status models: app.Status and admin.Status
-	"app/status.go: Status field names store.Failure":       true, // the failing events' one shape
-	"app/status.go: MemberStatus field names engine.Member": true, // the members' one shape
+// internalNames lists each exported declaration of pkg that names a type
+// of an internal package, as "file: what names pkg.Type": a function's or
+// method's parameters and results (methods a type promotes from an
+// embedded field too), an exported field (promoted ones too), a
+// variable's or constant's type however it was written, and, through an
+// unexported type any of those names, that type's exported fields and
+// methods. rel gives the file names.
+func internalNames(fset *token.FileSet, pkg *types.Package, rel func(string) string) []string {
+	var out []string
+	seen := map[string]bool{}
+	report := func(obj types.Object, what string) func(*types.TypeName) {
+		return func(tn *types.TypeName) {
+			s := fmt.Sprintf("%s: %s names %s.%s", rel(fset.Position(obj.Pos()).Filename), what, tn.Pkg().Name(), tn.Name())
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	scope := pkg.Scope()
+	for _, name := range scope.Names() {
+		obj := scope.Lookup(name)
+		if !obj.Exported() {
+			continue
+		}
+		switch obj := obj.(type) {
+		case *types.TypeName:
+			if obj.IsAlias() {
+				walkType(types.Unalias(obj.Type()), report(obj, "type "+name), map[types.Type]bool{})
+				continue
+			}
+			walkType(obj.Type().Underlying(), report(obj, name+" field"), map[types.Type]bool{})
+			walkMethods(obj.Type(), name+".", func(what string) func(*types.TypeName) { return report(obj, what) })
+		default: // functions, variables, constants
+			walkType(obj.Type(), report(obj, name), map[types.Type]bool{})
+		}
+	}
+	return out
+}
+
+// walkMethods walks the signatures of the exported methods of t and *t,
+// promoted ones included.
+func walkMethods(t types.Type, prefix string, report func(what string) func(*types.TypeName)) {
+	ms := types.NewMethodSet(types.NewPointer(t))
+	for i := range ms.Len() {
+		m := ms.At(i).Obj()
+		if m.Exported() {
+			walkType(m.Type(), report(prefix+m.Name()), map[types.Type]bool{})
+		}
+	}
+}
+
+// walkType calls found for every type of an internal package that t
+// shows a caller: itself, its elements, a signature's parameters and
+// results, a struct's exported and embedded fields, an interface's
+// methods, a generic type's arguments, and the exported fields and
+// methods of an unexported type of the module. An exported type of the
+// module is not entered: it is checked as a declaration of its own.
+func walkType(t types.Type, found func(*types.TypeName), seen map[types.Type]bool) {
+	if t == nil || seen[t] {
+		return
+	}
+	seen[t] = true
+	switch t := t.(type) {
+	case *types.Alias:
+		walkType(types.Unalias(t), found, seen)
+	case *types.Named:
+		obj := t.Obj()
+		if obj.Pkg() == nil {
+			return // error, comparable
+		}
+		for i := range t.TypeArgs().Len() {
+			walkType(t.TypeArgs().At(i), found, seen)
+		}
+		path := obj.Pkg().Path()
+		if internalPath(path) {
+			found(obj)
+			return
+		}
+		if obj.Exported() || (path != module && !strings.HasPrefix(path, module+"/")) {
+			return
+		}
+		walkType(t.Underlying(), found, seen)
+		ms := types.NewMethodSet(types.NewPointer(t))
+		for i := range ms.Len() {
+			if m := ms.At(i).Obj(); m.Exported() {
+				walkType(m.Type(), found, seen)
+			}
+		}
+	case *types.Pointer:
+		walkType(t.Elem(), found, seen)
+	case *types.Slice:
+		walkType(t.Elem(), found, seen)
+	case *types.Array:
+		walkType(t.Elem(), found, seen)
+	case *types.Chan:
+		walkType(t.Elem(), found, seen)
+	case *types.Map:
+		walkType(t.Key(), found, seen)
+		walkType(t.Elem(), found, seen)
+	case *types.Signature:
+		for _, tuple := range []*types.Tuple{t.Params(), t.Results()} {
+			for i := range tuple.Len() {
+				walkType(tuple.At(i).Type(), found, seen)
+			}
+		}
+	case *types.Struct:
+		for i := range t.NumFields() {
+			f := t.Field(i)
+			switch {
+			case f.Embedded():
+				walkEmbedded(f.Type(), found, seen)
+			case f.Exported():
+				walkType(f.Type(), found, seen)
+			}
+		}
+	case *types.Interface:
+		for i := range t.NumMethods() {
+			if m := t.Method(i); m.Exported() {
+				walkType(m.Type(), found, seen)
+			}
+		}
+	}
+}
+
+// walkEmbedded walks an embedded field's type for the fields it promotes;
+// the methods it promotes are in the embedding type's method set, walked
+// with it.
+func walkEmbedded(t types.Type, found func(*types.TypeName), seen map[types.Type]bool) {
+	if p, ok := types.Unalias(t).(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	n, ok := types.Unalias(t).(*types.Named)
+	if !ok || n.Obj().Pkg() == nil || n.Obj().Exported() || internalPath(n.Obj().Pkg().Path()) {
+		walkType(t, found, seen) // an exported or internal type: as any field's
+		return
+	}
+	walkType(n.Underlying(), found, seen) // seen stops a struct that embeds itself through a pointer
+}
+
+func internalPath(path string) bool {
+	return strings.HasSuffix(path, "/internal") || strings.Contains(path, "/internal/")
+}
+
+// parseDir parses the non-test Go files of dir.
+func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
 }
 
 // No exported declaration of a public package names an internal type.
 func TestPublicSignaturesNameOnlyPublicTypes(t *testing.T) {
 	t.Parallel()
 	root := moduleRoot(t)
-	files := 0
-	seen := map[string]bool{}
-	for _, p := range publicAPI {
-		names, err := filepath.Glob(filepath.Join(root, filepath.FromSlash(p), "*.go"))
+	rel := func(name string) string {
+		r, err := filepath.Rel(root, name)
 		if err != nil {
-			t.Fatal(err)
+			return name
 		}
-		for _, name := range names {
-			if strings.HasSuffix(name, "_test.go") {
-				continue
-			}
-			src, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files++
-			rel, _ := filepath.Rel(root, name)
-			found, err := internalNames(filepath.ToSlash(rel), src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, f := range found {
-				if knownInternalNames[f] {
-					seen[f] = true
-					continue
-				}
-				t.Errorf("%s; give it a public type of the package's own, or unexport it", f)
-			}
+		return filepath.ToSlash(r)
+	}
+	for _, p := range publicAPI {
+		fset := token.NewFileSet()
+		files := parseDir(t, fset, filepath.Join(root, filepath.FromSlash(p)))
+		if len(files) == 0 {
+			t.Fatalf("%s: no files read; the check would look at nothing", p)
 		}
-	}
-	if files < len(publicAPI) {
-		t.Fatalf("only %d files read; the check would look at nothing", files)
-	}
-	for k := range knownInternalNames {
-		if !seen[k] {
-			t.Errorf("fixed: %s; remove it from knownInternalNames", k)
+		pkg := typeCheck(t, fset, module+"/"+p, files)
+		if pkg.Scope().Len() == 0 {
+			t.Fatalf("%s declares nothing; the check would look at nothing", p)
+		}
+		for _, f := range internalNames(fset, pkg, rel) {
+			t.Errorf("%s; give it a public type of the package's own, or unexport it", f)
 		}
 	}
 }
 
-// The signature check catches each kind of declaration it is for.
+// The signature check catches each kind of declaration it is for, the
+// three the syntax alone cannot see included, and nothing else.
 func TestPublicSignatureCheckCatchesViolations(t *testing.T) {
 	t.Parallel()
 	src := `package app
@@ -192,22 +299,60 @@ type Status struct {
 }
 
 func OpsConsumers(ctx context.Context) ([]ops.Consumer, error) { return nil, nil }
-func (s *Status) Read(o ops.Options) {}
-func (s *Status) fine(o ops.Options) {}
-func Fine(ctx context.Context) error { return nil }
-var Default ops.Options
+func (s *Status) Read(o ops.ReplaySelectors)                    {}
+func (s *Status) fine(o ops.ReplaySelectors)                    {}
+func Fine(ctx context.Context) error                            { return nil }
+
+var Default ops.ReplaySelectors
+
+// What the syntax cannot see: an inferred type,
+var Inferred = ops.PauseResult{}
+
+// a field and a method promoted from an embedded unexported struct,
+type inner struct{ Plan *ops.ReplayPlan }
+
+func (inner) Result() ops.DeleteResult { return ops.DeleteResult{} }
+
+type Outer struct{ inner }
+
+// and an unexported result whose exported fields name internal types.
+type view struct {
+	Page   ops.Page[ops.OutboxView]
+	hidden ops.Consumer
+}
+
+func Read() view { return view{} }
+
+// Not violations: internal types in bodies and unexported places only.
+type shown struct{ N int }
+
+func Shown() shown {
+	_ = ops.ReplaySelectors{}
+	return shown{}
+}
+
+func (o Outer) unexported() ops.Consumer { return ops.Consumer{} }
 `
-	got, err := internalNames("app/x.go", []byte(src))
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "app/x.go", src, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pkg := typeCheck(t, fset, module+"/app", []*ast.File{f})
+	got := internalNames(fset, pkg, func(name string) string { return name })
 	want := []string{
-		"app/x.go: Status field names st.Failure",
+		"app/x.go: Default names ops.ReplaySelectors",
+		"app/x.go: Inferred names ops.PauseResult",
 		"app/x.go: OpsConsumers names ops.Consumer",
-		"app/x.go: Status.Read names ops.Options",
-		"app/x.go: Default names ops.Options",
+		"app/x.go: Outer field names ops.ReplayPlan",
+		"app/x.go: Outer.Result names ops.DeleteResult",
+		"app/x.go: Read names ops.OutboxView",
+		"app/x.go: Read names ops.Page",
+		"app/x.go: Status field names store.Failure",
+		"app/x.go: Status.Read names ops.ReplaySelectors",
 	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
 		t.Errorf("found %q\nwant  %q", got, want)
 	}
 }

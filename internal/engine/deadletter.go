@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -40,9 +39,6 @@ const ResolutionRequeued = "requeued"
 // A range replay that covers its message re-delivers it like any other
 // message in the range.
 const ResolutionDiscarded = "discarded"
-
-// ErrDeadLetterNotFound is returned by [GetDeadLetter] for an unknown id.
-var ErrDeadLetterNotFound = errors.New("dead letter not found")
 
 // DeadLetter is one row of the dead letters (the store's row type).
 type DeadLetter = store.DeadLetter
@@ -86,18 +82,6 @@ func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, f DeadLetterFilter
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	return out, nil
-}
-
-// GetDeadLetter returns one dead letter with its body.
-func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLetter, error) {
-	d, err := store.DeadLetterGet(ctx, pool, id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrDeadLetterNotFound)
-	}
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("get dead letter %d: %w", id, err)
-	}
-	return d, nil
 }
 
 // noteReplayFailure keeps the latest error of a dead letter whose replay

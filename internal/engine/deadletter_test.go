@@ -14,6 +14,7 @@ import (
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -70,7 +71,7 @@ func TestPermanentErrorIsDeadLetteredOnFirstDelivery(t *testing.T) {
 		if !strings.Contains(d.LastError, "amount is negative") {
 			t.Fatalf("last error %q", d.LastError)
 		}
-		full, err := engine.GetDeadLetter(context.Background(), db.Pool, d.ID)
+		full, err := store.DeadLetterGet(context.Background(), db.Pool, d.ID)
 		if err != nil || string(full.Body) != `{"x":1}` {
 			t.Fatalf("get dead letter: %q, %v", full.Body, err)
 		}

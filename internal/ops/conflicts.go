@@ -21,41 +21,42 @@ type Conflict = store.Conflict
 type ConflictPage = store.ConflictPageParams
 
 // ListConflicts returns one page of conflicts, without bodies.
-func (o *Ops) ListConflicts(ctx context.Context, p ConflictPage) ([]Conflict, error) {
+func (o *Ops) ListConflicts(ctx context.Context, p ConflictPage) (Page[ConflictView], error) {
 	switch p.Resolved {
 	case "", store.Unresolved, store.OnlyResolved, store.AnyResolved:
 	default:
-		return nil, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
+		return Page[ConflictView]{}, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
 	}
-	out, err := store.ConflictPage(ctx, o.Pool, p)
+	rows, err := store.ConflictPage(ctx, o.Pool, p)
 	if err != nil {
-		return nil, fmt.Errorf("list conflicts: %w", err)
+		return Page[ConflictView]{}, fmt.Errorf("list conflicts: %w", err)
 	}
-	return out, nil
+	items := make([]ConflictView, 0, len(rows))
+	var last int64
+	for _, c := range rows {
+		items = append(items, ViewConflict(c))
+		last = c.ID
+	}
+	return newPage(items, p.Limit, last), nil
 }
 
-// ConflictDetail is a conflict with both bodies.
-type ConflictDetail struct {
-	Conflict
-	// OriginalBody is the body first applied (or published), read back
-	// from HOOKS by its sequence; nil when the sequence is unknown or the
-	// message has left the stream (OriginalMissing says why).
-	OriginalBody    []byte
-	OriginalMissing string
-}
-
-// GetConflict returns one conflict with its rejected body and, when HOOKS
-// still holds it, the original body.
-func (o *Ops) GetConflict(ctx context.Context, id int64) (ConflictDetail, error) {
+// ShowConflict returns one conflict with its rejected body and, when
+// HOOKS still holds it, the original body.
+func (o *Ops) ShowConflict(ctx context.Context, id int64) (ConflictWithBodies, error) {
 	c, err := store.ConflictGet(ctx, o.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ConflictDetail{}, fmt.Errorf("conflict %d: %w", id, ErrNotFound)
+		return ConflictWithBodies{}, fmt.Errorf("conflict %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return ConflictDetail{}, fmt.Errorf("get conflict %d: %w", id, err)
+		return ConflictWithBodies{}, fmt.Errorf("get conflict %d: %w", id, err)
 	}
-	out := ConflictDetail{Conflict: c}
-	out.OriginalBody, out.OriginalMissing = o.originalBody(ctx, c)
+	rejected := c.RejectedBody
+	if rejected == nil {
+		rejected = []byte{}
+	}
+	out := ConflictWithBodies{ConflictView: ViewConflict(c), RejectedBody: bodyText(rejected), RejectedBodyBase64: bodyBase64(rejected)}
+	original, missing := o.originalBody(ctx, c)
+	out.OriginalBody, out.OriginalBodyBase64, out.OriginalMissing = bodyText(original), bodyBase64(original), missing
 	return out, nil
 }
 

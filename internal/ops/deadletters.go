@@ -29,21 +29,40 @@ type DeadLetter = store.DeadLetter
 type DeadLetterPage = store.DeadLetterPageParams
 
 // ListDeadLetters returns one page of dead letters, without bodies.
-func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) ([]DeadLetter, error) {
+func (o *Ops) ListDeadLetters(ctx context.Context, p DeadLetterPage) (Page[DeadLetterView], error) {
 	switch p.Resolved {
 	case "", store.Unresolved, store.OnlyResolved, store.AnyResolved:
 	default:
-		return nil, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
+		return Page[DeadLetterView]{}, fmt.Errorf("resolved %q: use true, false or all: %w", p.Resolved, ErrInvalid)
 	}
-	out, err := store.DeadLetterPage(ctx, o.Pool, p)
+	rows, err := store.DeadLetterPage(ctx, o.Pool, p)
 	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
+		return Page[DeadLetterView]{}, fmt.Errorf("list dead letters: %w", err)
 	}
-	return out, nil
+	items := make([]DeadLetterView, 0, len(rows))
+	var last int64
+	for _, d := range rows {
+		items = append(items, ViewDeadLetter(d))
+		last = d.ID
+	}
+	return newPage(items, p.Limit, last), nil
 }
 
-// GetDeadLetter returns one dead letter with its body.
-func (o *Ops) GetDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
+// ShowDeadLetter returns one dead letter with its body.
+func (o *Ops) ShowDeadLetter(ctx context.Context, id int64) (DeadLetterWithBody, error) {
+	d, err := o.getDeadLetter(ctx, id)
+	if err != nil {
+		return DeadLetterWithBody{}, err
+	}
+	b := d.Body
+	if b == nil {
+		b = []byte{}
+	}
+	return DeadLetterWithBody{DeadLetterView: ViewDeadLetter(d), Body: bodyText(b), BodyBase64: bodyBase64(b)}, nil
+}
+
+// getDeadLetter reads one dead letter's row with its body.
+func (o *Ops) getDeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
 	d, err := store.DeadLetterGet(ctx, o.Pool, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", id, ErrNotFound)
@@ -86,7 +105,7 @@ type RequeueOptions struct {
 // its ordering key has passed is refused with a [*PassedError] (nothing
 // is applied) unless opts.OutOfOrder is set.
 func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptions) (RequeueResult, error) {
-	d, err := o.GetDeadLetter(ctx, id)
+	d, err := o.getDeadLetter(ctx, id)
 	if err != nil {
 		return RequeueResult{}, err
 	}
@@ -107,7 +126,7 @@ func (o *Ops) RequeueDeadLetter(ctx context.Context, id int64, opts RequeueOptio
 	if item != nil && item.Outcome == consumer.ReplayHeld {
 		// A later event of its key passed it after the check above: the
 		// apply found the mark under the row's lock and applied nothing.
-		now, err := o.GetDeadLetter(ctx, id)
+		now, err := o.getDeadLetter(ctx, id)
 		if err != nil {
 			return RequeueResult{}, err
 		}
@@ -170,7 +189,7 @@ func (o *Ops) notePassed(ctx context.Context, d DeadLetter, outcome consumer.Out
 	}
 	pb := Passed(d)
 	if pb == nil {
-		if now, err := o.GetDeadLetter(ctx, d.ID); err == nil {
+		if now, err := o.getDeadLetter(ctx, d.ID); err == nil {
 			pb = Passed(now)
 		}
 	}
@@ -186,7 +205,7 @@ func (o *Ops) DiscardDeadLetter(ctx context.Context, id int64, reason string) (s
 	if reason == "" {
 		return "", fmt.Errorf("discard dead letter %d: a reason is required: %w", id, ErrInvalid)
 	}
-	if _, err := o.GetDeadLetter(ctx, id); err != nil {
+	if _, err := o.getDeadLetter(ctx, id); err != nil {
 		return "", err
 	}
 	changed, err := store.DeadLetterDiscard(ctx, o.Pool, id, engine.ShortError(reason))

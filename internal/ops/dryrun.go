@@ -10,10 +10,10 @@ import (
 
 // DryRunNote is what a dry run says of one message beyond what the inbox
 // would make of it: the message is one of the consumer's unresolved dead
-// letters, and what the real run will do with it.
+// letters, and what the real run will do with it (see [ReplayItem]).
 type DryRunNote struct {
-	DeadLetterID int64  `json:"dead_letter_id"`
-	Note         string `json:"note"`
+	DeadLetterID int64  `json:"dead_letter_id,omitempty"`
+	Note         string `json:"note,omitempty"`
 	// PassedBy is the later event of its ordering key that applied after
 	// it; Skipped says the real run leaves it alone for that reason (a
 	// `--dead-letters` run without --out-of-order).
@@ -21,7 +21,7 @@ type DryRunNote struct {
 	Skipped  bool      `json:"skipped,omitempty"`
 }
 
-// DryRunNotes reads the consumer's unresolved dead letters in the range
+// dryRunNotes reads the consumer's unresolved dead letters in the range
 // sel selects, once, and returns what a dry run says of each item: nil
 // for a message that is no dead letter. A dead-lettered event has no
 // inbox row, so the inbox alone calls it new, as if the real run would
@@ -30,7 +30,7 @@ type DryRunNote struct {
 // ordering key has passed is noted with that event: a real
 // `--dead-letters` run leaves it alone (Skipped) unless sel.OutOfOrder,
 // and a range replay applies it after that event.
-func (o *Ops) DryRunNotes(ctx context.Context, name string, sel ReplaySelectors) (func(engine.ReplayItem) *DryRunNote, error) {
+func (o *Ops) dryRunNotes(ctx context.Context, name string, sel ReplaySelectors) (func(engine.ReplayItem) *DryRunNote, error) {
 	dls, err := engine.ListDeadLetters(ctx, o.Pool, engine.DeadLetterFilter{
 		Consumer: name, UnresolvedOnly: true, FromSeq: sel.FromSeq, ToSeq: sel.ToSeq,
 	})

@@ -1,8 +1,10 @@
 // Package ops holds the operator actions on a running deployment, in one
 // place for the admin HTTP API (package admin) and the command line
-// (package cli): replay, requeue or discard a dead letter, resolve a
-// conflict, list and requeue dead outbox rows, follow the life of one
-// event, and pause or resume a consumer. It reads and writes Postgres
+// (package cli): the overview (status), replay, list, show, requeue or
+// discard dead letters, list, show and resolve conflicts, list and
+// requeue outbox rows, follow the life of one event, and pause, resume
+// or delete a consumer's durables. Each view has one read here and one
+// JSON shape, which both print. It reads and writes Postgres
 // through internal/store and JetStream through a client; it holds no
 // state of its own between calls.
 package ops
@@ -60,8 +62,12 @@ func (c Consumer) receives(source, eventType string) bool {
 type Ops struct {
 	Pool      *pgxpool.Pool
 	JS        jetstream.JetStream // nil: actions that need JetStream fail
-	Consumers []Consumer
-	Logger    *slog.Logger // the replays' own log (nil: slog.Default)
+	Consumers []Consumer          // the configured consumers
+	// HooksMaxAge is the age from which the storage guard deletes the
+	// HOOKS messages every consumer has applied (streams.max_age), which
+	// status shows as HOOKS's max age; 0: the stream's own.
+	HooksMaxAge time.Duration
+	Logger      *slog.Logger // the replays' own log (nil: slog.Default)
 }
 
 // errNoJetStream is returned by actions that need JetStream when the

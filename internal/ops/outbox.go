@@ -10,20 +10,24 @@ import (
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
-// OutboxRow is an outbox row as operators list it (no payload).
-type OutboxRow = store.OutboxListed
-
 // ListOutbox returns one page of the outbox rows in state "dead" or
 // "pending", newest first, with ids below before (0: from the newest).
-func (o *Ops) ListOutbox(ctx context.Context, state string, before int64, limit int) ([]OutboxRow, error) {
+func (o *Ops) ListOutbox(ctx context.Context, state string, before int64, limit int) (Page[OutboxView], error) {
 	if state != "dead" && state != "pending" {
-		return nil, fmt.Errorf("outbox state %q: use dead or pending: %w", state, ErrInvalid)
+		return Page[OutboxView]{}, fmt.Errorf("outbox state %q: use dead or pending: %w", state, ErrInvalid)
 	}
-	out, err := store.OutboxPage(ctx, o.Pool, state, before, limit)
+	rows, err := store.OutboxPage(ctx, o.Pool, state, before, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list outbox: %w", err)
+		return Page[OutboxView]{}, fmt.Errorf("list outbox: %w", err)
 	}
-	return out, nil
+	items := make([]OutboxView, 0, len(rows))
+	var last int64
+	for _, r := range rows {
+		items = append(items, OutboxView{ID: r.ID, EventID: r.EventID, Subject: r.Subject, Attempts: r.Attempts, LastError: r.LastError,
+			CreatedAt: r.CreatedAt.UTC(), NextAttemptAt: r.NextAttemptAt.UTC()})
+		last = r.ID
+	}
+	return newPage(items, limit, last), nil
 }
 
 // RequeueOutbox puts one dead outbox row back to pending with its

@@ -93,26 +93,80 @@ func (o *Ops) replayOptions(name string, sel ReplaySelectors) (engine.ReplayOpti
 // through its inbox ([Ops.ReplayWith]); report, when set, is called for
 // every selected message as it is handled, so callers can stream items
 // instead of holding them.
-func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, report func(engine.ReplayItem)) (engine.ReplaySummary, error) {
-	res, err := o.ReplayWith(ctx, name, sel, ReplayHooks{Report: report})
-	return res.ReplaySummary, err
+func (o *Ops) Replay(ctx context.Context, name string, sel ReplaySelectors, report func(ReplayItem)) (ReplayResult, error) {
+	return o.ReplayWith(ctx, name, sel, ReplayHooks{Report: report})
 }
 
 // ReplayHooks follow a running replay.
 type ReplayHooks struct {
 	// Report is called for every selected message as it is handled.
-	Report func(engine.ReplayItem)
+	Report func(ReplayItem)
 	// Planned is called once, before the first message, with how many
 	// messages the replay reads at most.
 	Planned func(n uint64)
 }
 
-// ReplayResult is what a replay did: the outcomes, and the dead letters
-// a `--dead-letters` replay left alone because a later event of their
-// ordering key had passed them (see [ReplaySelectors.OutOfOrder]).
+// ReplayItem is one message of a replay as every view prints it: a line
+// of `hookbridge replay --json` and an item of the admin API's dry run.
+// In a dry run a message that is one of the consumer's unresolved dead
+// letters names it (DeadLetterID) and says what the real run does with
+// it (Note; PassedBy and Skipped for one a later event of its ordering
+// key has passed): the inbox alone calls it new.
+type ReplayItem struct {
+	StreamSeq uint64    `json:"stream_seq"`
+	Time      time.Time `json:"time"`
+	Source    string    `json:"source"`
+	EventID   string    `json:"event_id"`
+	EventType string    `json:"event_type"`
+	// Outcome is what applying did or, in a dry run, would do.
+	Outcome  consumer.Outcome `json:"outcome"`
+	Error    string           `json:"error,omitempty"`
+	Resolved bool             `json:"resolved,omitempty"` // a dead letter was marked resolved
+	*DryRunNote
+}
+
+// ReplayResult is what a replay did or, a dry run, would do, as every
+// view prints it: the summary line of `hookbridge replay --json`, and the
+// summary of the admin API's dry run and of its replay jobs. Selected
+// counts the messages read, the outcomes each what became of them;
+// ByType counts them per event type. In a dry run NewDeadLetters counts
+// the new ones that are unresolved dead letters (passed ones aside: the
+// real run applies them again, and they fail again unless their cause
+// was fixed) and PassedDeadLetters those a later event of their ordering
+// key has passed. SkippedPassed are the dead letters a `--dead-letters`
+// replay left alone because such an event had passed them (see
+// [ReplaySelectors.OutOfOrder]).
 type ReplayResult struct {
 	engine.ReplaySummary
-	SkippedPassed []SkippedDeadLetter `json:"skipped_passed"`
+	ByType            map[string]int      `json:"by_type"`
+	NewDeadLetters    int                 `json:"new_dead_letters"`
+	PassedDeadLetters int                 `json:"passed_dead_letters"`
+	SkippedPassed     []SkippedDeadLetter `json:"skipped_passed"`
+}
+
+func newReplayResult(name string, dryRun bool) ReplayResult {
+	return ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: name, DryRun: dryRun}, ByType: map[string]int{},
+		SkippedPassed: []SkippedDeadLetter{}}
+}
+
+// item is it as the views print it, counted in r's tallies; notes, in a
+// dry run, says which messages are dead letters.
+func (r *ReplayResult) item(it engine.ReplayItem, notes func(engine.ReplayItem) *DryRunNote) ReplayItem {
+	out := ReplayItem{StreamSeq: it.Seq, Time: it.Time.UTC(), Source: it.Source, EventID: it.EventID, EventType: it.Type,
+		Outcome: it.Outcome, Error: it.Error, Resolved: it.Resolved}
+	r.ByType[it.Type]++
+	if notes == nil {
+		return out
+	}
+	out.DryRunNote = notes(it)
+	switch {
+	case out.DryRunNote == nil:
+	case out.PassedBy != nil:
+		r.PassedDeadLetters++
+	case it.Outcome == consumer.ReplayNew:
+		r.NewDeadLetters++
+	}
+	return out
 }
 
 // ReplayWith plans a replay ([Ops.PlanReplay]) and runs it
@@ -120,8 +174,7 @@ type ReplayResult struct {
 func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, hooks ReplayHooks) (ReplayResult, error) {
 	plan, err := o.PlanReplay(name, sel)
 	if err != nil {
-		return ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: name, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}},
-			fmt.Errorf("replay: %w", err)
+		return newReplayResult(name, sel.DryRun), fmt.Errorf("replay: %w", err)
 	}
 	return o.RunReplay(ctx, plan, hooks)
 }
@@ -131,16 +184,30 @@ func (o *Ops) ReplayWith(ctx context.Context, name string, sel ReplaySelectors, 
 // replay without OutOfOrder leaves the dead letters a later event of
 // their key has passed alone (ReplayResult.SkippedPassed) and applies the
 // others, each narrowed to its own message as a requeue does; a dry run
-// reads them all (see [Ops.DryRunNotes]).
+// reads them all and says what the real run does with each.
 func (o *Ops) RunReplay(ctx context.Context, plan *ReplayPlan, hooks ReplayHooks) (ReplayResult, error) {
 	sel, opts := plan.sel, plan.opts
-	res := ReplayResult{ReplaySummary: engine.ReplaySummary{Consumer: opts.Consumer, DryRun: sel.DryRun}, SkippedPassed: []SkippedDeadLetter{}}
+	res := newReplayResult(opts.Consumer, sel.DryRun)
 	if o.JS == nil {
 		return res, fmt.Errorf("replay: %w", errNoJetStream)
 	}
-	opts.Report, opts.Planned = hooks.Report, hooks.Planned
+	var notes func(engine.ReplayItem) *DryRunNote
+	if sel.DryRun {
+		var err error
+		if notes, err = o.dryRunNotes(ctx, opts.Consumer, sel); err != nil {
+			return res, fmt.Errorf("replay: %w", err)
+		}
+	}
+	opts.Planned = hooks.Planned
+	opts.Report = func(it engine.ReplayItem) {
+		item := res.item(it, notes)
+		if hooks.Report != nil {
+			hooks.Report(item)
+		}
+	}
 	if sel.DeadLetters && !sel.DryRun && !sel.OutOfOrder {
-		return o.replayInOrder(ctx, opts, res)
+		err := o.replayInOrder(ctx, opts, &res)
+		return res, err
 	}
 	sum, err := o.runReplay(ctx, opts)
 	res.ReplaySummary = sum

@@ -16,14 +16,15 @@ import (
 // replayInOrder runs a `--dead-letters` replay that leaves alone the dead
 // letters a later event of their ordering key has passed: the replay is
 // split into sequence ranges between them, each a dead-letter replay of
-// its own, so the consumer's replay never reads a passed one.
-func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res ReplayResult) (ReplayResult, error) {
+// its own, so the consumer's replay never reads a passed one. It adds
+// to res.
+func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res *ReplayResult) error {
 	dls, err := engine.ListDeadLetters(ctx, o.Pool, engine.DeadLetterFilter{
 		Consumer: opts.Consumer, UnresolvedOnly: true, EventType: opts.Type, EventID: opts.EventID,
 		FromSeq: opts.FromSeq, ToSeq: opts.ToSeq,
 	})
 	if err != nil {
-		return res, fmt.Errorf("replay %s: %w", opts.Consumer, err)
+		return fmt.Errorf("replay %s: %w", opts.Consumer, err)
 	}
 	var passed, keep []DeadLetter
 	for _, d := range dls {
@@ -37,29 +38,29 @@ func (o *Ops) replayInOrder(ctx context.Context, opts engine.ReplayOptions, res 
 		sum, err := o.runReplay(ctx, opts)
 		res.ReplaySummary = sum
 		if err != nil {
-			return res, fmt.Errorf("replay: %w", err)
+			return fmt.Errorf("replay: %w", err)
 		}
-		return res, nil
+		return nil
 	}
 	if res.SkippedPassed, err = o.skippedInTime(ctx, opts, passed); err != nil {
-		return res, err
+		return err
 	}
 	if opts.Planned != nil {
 		opts.Planned(uint64(len(keep)))
 	}
 	for _, part := range aroundPassed(opts, passed, keep) {
 		if err := ctx.Err(); err != nil {
-			return res, err
+			return err
 		}
 		sum, err := o.runReplay(ctx, part)
 		addSummary(&res.ReplaySummary, sum)
 		if err != nil {
-			return res, fmt.Errorf("replay: %w", err)
+			return fmt.Errorf("replay: %w", err)
 		}
 	}
 	o.logger().Info("replay left dead letters alone: a later event of their ordering key has applied",
 		"consumer", opts.Consumer, "skipped", len(res.SkippedPassed), "dead_letter_ids", skippedIDs(res.SkippedPassed))
-	return res, nil
+	return nil
 }
 
 // aroundPassed splits opts into dead-letter replays over the sequence

@@ -11,7 +11,6 @@ import (
 var (
 	sqlConflictInsert          = load("conflict_insert.sql")
 	sqlConflictInsertMany      = load("conflict_insert_many.sql")
-	sqlConflictList            = load("conflict_list.sql")
 	sqlConflictGet             = load("conflict_get.sql")
 	sqlConflictCount           = load("conflict_count.sql")
 	sqlConflictPage            = load("conflict_page.sql")
@@ -32,7 +31,7 @@ type Conflict struct {
 	OriginalSeq    int64  // 0 when unknown
 	RejectedSHA256 []byte // set when read; computed from RejectedBody when written
 	RejectedSeq    int64  // 0 when unknown
-	RejectedBody   []byte // nil when read by ConflictList
+	RejectedBody   []byte // nil when read by ConflictPage
 	DetectedAt     time.Time
 	ResolvedAt     *time.Time // nil while unresolved
 	Resolution     string
@@ -85,15 +84,6 @@ func scanConflict(row pgx.CollectableRow, body bool) (Conflict, error) {
 		c.OriginalSHA256 = nil
 	}
 	return c, err
-}
-
-// ConflictList returns the newest limit conflicts, without bodies.
-func ConflictList(ctx context.Context, q Querier, limit int) ([]Conflict, error) {
-	rows, err := q.Query(ctx, sqlConflictList, limit)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Conflict, error) { return scanConflict(row, false) })
 }
 
 // ConflictGet returns one conflict with its rejected body, or

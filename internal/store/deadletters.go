@@ -395,10 +395,11 @@ type Failure struct {
 	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
-// FailureList returns up to limit messages failing right now, the most
-// recent failure first.
-func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
-	rows, err := q.Query(ctx, sqlFailureList, limit)
+// FailureList returns up to limit messages failing right now
+// (postponed false) or postponed by their handler (postponed true: their
+// PostponedSince is set, whatever their failures), the most recent first.
+func FailureList(ctx context.Context, q Querier, postponed bool, limit int) ([]Failure, error) {
+	rows, err := q.Query(ctx, sqlFailureList, postponed, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -411,9 +412,28 @@ func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
 	})
 }
 
-// FailureCountByConsumer counts the messages failing right now per consumer.
-func FailureCountByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
-	return countsByConsumer(ctx, q, sqlFailureCountByConsumer)
+// FailureCountByConsumer counts, per consumer, the messages failing right
+// now and those postponed by their handler, split as [FailureList] does.
+func FailureCountByConsumer(ctx context.Context, q Querier) (failing, postponed map[string]int64, err error) {
+	rows, err := q.Query(ctx, sqlFailureCountByConsumer)
+	if err != nil {
+		return nil, nil, err
+	}
+	failing, postponed = map[string]int64{}, map[string]int64{}
+	var name string
+	var f, p int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &f, &p}, func() error {
+		if f > 0 {
+			failing[name] = f
+		}
+		if p > 0 {
+			postponed[name] = p
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
+	}
+	return failing, postponed, nil
 }
 
 // countsByConsumer runs sql, whose rows are (consumer, count), into a map.

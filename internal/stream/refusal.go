@@ -2,6 +2,7 @@ package stream
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -40,4 +41,25 @@ func StorageRefusal(err error) string {
 		return RefusalInsufficientResources
 	}
 	return ""
+}
+
+// AtLimit says why the stream of info refuses its next message of a
+// typical size, nil while it has room. (A full server store shows only
+// in refused publishes: [StorageRefusal].) Status shows it, and the
+// storage guard reports it in readiness.
+func AtLimit(info *jetstream.StreamInfo) error {
+	st, cfg := info.State, info.Config
+	if cfg.MaxMsgs > 0 && int64(st.Msgs) >= cfg.MaxMsgs {
+		return fmt.Errorf("stream %s full: %d of %d messages", cfg.Name, st.Msgs, cfg.MaxMsgs)
+	}
+	if cfg.MaxBytes > 0 {
+		room := int64(1)
+		if st.Msgs > 0 {
+			room = int64(st.Bytes / st.Msgs)
+		}
+		if cfg.MaxBytes-int64(st.Bytes) < room {
+			return fmt.Errorf("stream %s full: %d of %d bytes", cfg.Name, st.Bytes, cfg.MaxBytes)
+		}
+	}
+	return nil
 }

@@ -1,1 +1,7 @@
-SELECT consumer, count(*) FROM hookbridge.delivery_failures GROUP BY consumer
+-- Per consumer, the messages failing right now and those postponed by
+-- their handler (postponed_since set), as FailureList splits them.
+SELECT consumer,
+       count(*) FILTER (WHERE postponed_since IS NULL),
+       count(*) FILTER (WHERE postponed_since IS NOT NULL)
+FROM hookbridge.delivery_failures
+GROUP BY consumer

@@ -425,6 +425,7 @@
       { label: "Ack pending", num: true, cell: (c) => num(c.ack_pending) },
       { label: "Redelivered", num: true, cell: (c) => num(c.redelivered) },
       { label: "Retrying", num: true, cell: (c) => num(c.retrying || 0) },
+      { label: "Postponed", num: true, cell: (c) => num(c.postponed || 0) },
       { label: "Applied", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].acked) },
       { label: "Delivered", num: true, cell: (c) => rate(rates.consumers[c.name] && rates.consumers[c.name].delivered) },
       { label: "Ack floor", num: true, cell: (c) => num(c.ack_floor_seq) },
@@ -438,14 +439,28 @@
       "it has not acked, so nothing after it is ever trimmed and the stream fills. Delete it once you are sure no consumer " +
       "will come back under that name.") : null);
 
-    refresh($("ov-retrying"), table(retryingCaption(st), [
+    refresh($("ov-retrying"), table(cutCaption("Failing now, redelivered after their backoff and dead-lettered at max_deliver",
+      st.retrying_by_consumer, st.retrying), [
       { label: "Consumer", cell: (f) => f.consumer },
       { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
       { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
-      { label: "Failures", num: true, cell: (f) => f.postponed_since ? badge("postponed", "warn") : num(f.failures) },
+      { label: "Failures", num: true, cell: (f) => num(f.failures) },
       { label: "Last failed", cell: (f) => time(f.last_failed_at) },
       { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
     ], st.retrying, "No event is failing right now.", (f) => ({ "data-event": f.event_id })));
+
+    // A postponed event is not failing: its handler waits for a later
+    // event of its key, for at most postpone_limit from when it was
+    // first postponed.
+    refresh($("ov-postponed"), table(cutCaption("Waiting for a later event of their key, dead-lettered once postponed for longer than postpone_limit",
+      st.postponed_by_consumer, st.postponed), [
+      { label: "Consumer", cell: (f) => f.consumer },
+      { label: "Event", cell: (f) => link(eventHref(f.source, f.event_id), f.source + " / " + f.event_id) },
+      { label: "Stream seq", num: true, cell: (f) => num(f.stream_seq) },
+      { label: "Postponed since", cell: (f) => time(f.postponed_since) },
+      { label: "Failures", num: true, cell: (f) => num(f.failures) },
+      { label: "Last error", cell: (f) => el("code", { text: f.last_error }) },
+    ], st.postponed, "No event is postponed.", (f) => ({ "data-event": f.event_id })));
 
     refresh($("ov-streams"), table(null, [
       { label: "Stream", cell: (s) => el("strong", { text: s.name }) },
@@ -586,14 +601,13 @@
     }
   }
 
-  // retryingCaption says what the list is, and that it is cut when more
-  // events fail than the overview lists.
-  function retryingCaption(st) {
-    const all = Object.values(st.retrying_by_consumer || {}).reduce((a, n) => a + n, 0);
-    const shown = (st.retrying || []).length;
+  // cutCaption says what a list of the overview is, and that it is cut
+  // when there are more events than the overview lists.
+  function cutCaption(what, byConsumer, list) {
+    const all = Object.values(byConsumer || {}).reduce((a, n) => a + n, 0);
+    const shown = (list || []).length;
     if (!shown) return null;
-    return "Failing now, redelivered after their backoff and dead-lettered at max_deliver" +
-      (all > shown ? " (the " + shown + " most recent of " + num(all) + ")" : "");
+    return what + (all > shown ? " (the " + shown + " most recent of " + num(all) + ")" : "");
   }
 
   async function pauseResume(button, name, pause) {
@@ -1034,6 +1048,9 @@
 
   let replayPlan = null; // the request of the last dry run, applied as is
 
+  // The outcomes a replay's summary counts (ops.ReplayResult).
+  const REPLAY_OUTCOMES = ["new", "duplicate", "conflict", "processed", "failed", "held", "missing", "mismatch", "unusable"];
+
   function replayRequest() {
     const r = { consumer: $("rp-consumer").value };
     const intField = (id, key) => {
@@ -1104,15 +1121,15 @@
     }
     const sum = r.summary || {};
     const byType = Object.entries(sum.by_type || {}).sort((x, y) => y[1] - x[1]);
-    const byOutcome = Object.entries(sum.by_outcome || {}).sort((x, y) => y[1] - x[1]);
+    const byOutcome = REPLAY_OUTCOMES.filter((o) => sum[o] > 0).map((o) => [o, sum[o]]).sort((x, y) => y[1] - x[1]);
     const items = r.items || [];
     const outcomes = items.some((i) => i.outcome);
     const skips = req.dead_letters && !req.out_of_order;
-    const toApply = (sum.messages || 0) - (skips ? sum.passed_dead_letters || 0 : 0);
+    const toApply = (sum.selected || 0) - (skips ? sum.passed_dead_letters || 0 : 0);
     replace(out,
       el("h2", { text: "Dry run" }),
-      el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.messages || 0) }),
-        " message" + (sum.messages === 1 ? "" : "s") + " would be re-delivered to " + req.consumer + "."),
+      el("p", { id: "rp-summary", class: "summary" }, el("strong", { id: "rp-count", text: num(sum.selected || 0) }),
+        " message" + (sum.selected === 1 ? "" : "s") + " would be re-delivered to " + req.consumer + "."),
       byOutcome.length ? el("p", { id: "rp-outcomes" }, "What the consumer's inbox would make of them: ",
         byOutcome.map(([o, n], i) => [i ? ", " : "", el("strong", { text: num(n) }), " " + o.replace("_", " ")]),
         ". Duplicates change nothing.") : null,
@@ -1126,7 +1143,7 @@
         { label: "Event type", cell: (t) => t[0] },
         { label: "Messages", num: true, cell: (t) => num(t[1]) },
       ], byType) : null,
-      items.length ? table(items.length < (sum.messages || 0) ? "The first " + items.length : "Messages", [
+      items.length ? table(items.length < (sum.selected || 0) ? "The first " + items.length : "Messages", [
         { label: "Stream seq", num: true, cell: (i) => num(i.stream_seq) },
         { label: "Event id", cell: (i) => el("code", { text: i.event_id }) },
         { label: "Event type", cell: (i) => i.event_type },
@@ -1171,8 +1188,12 @@
       bar.max = Math.max(s.total || 0, 1);
       bar.value = s.done || 0;
       const txt = num(s.done) + " of " + num(s.total) + " re-delivered";
-      const left = s.skipped_passed ? " " + num(s.skipped_passed) + " dead letter" + (s.skipped_passed === 1 ? "" : "s") +
-        " left alone: a later event of their ordering key had passed them." : "";
+      // Held ones were read and not applied, to keep their key's order.
+      const held = (s.summary && s.summary.held) || 0;
+      const left = (held ? " " + num(held) + " of them held, not applied: an earlier event of their ordering key failed or is not applied yet; " +
+        "replay " + (held === 1 ? "it" : "them") + " once it is." : "") +
+        (s.skipped_passed ? " " + num(s.skipped_passed) + " dead letter" + (s.skipped_passed === 1 ? "" : "s") +
+        " left alone: a later event of their ordering key had passed them." : "");
       if (s.state === "done") {
         $("rp-progress-text").textContent = "Done: " + txt + "." + left;
         $("rp-progress-text").dataset.state = "done";
@@ -1180,7 +1201,7 @@
         return true;
       }
       if (s.state === "failed") {
-        $("rp-progress-text").textContent = "Failed after " + txt + ": " + (s.error || "unknown error");
+        $("rp-progress-text").textContent = "Failed after " + txt + ": " + (s.error || "unknown error") + "." + left;
         $("rp-progress-text").dataset.state = "failed";
         flash("Replay failed: " + (s.error || "unknown error"), "error");
         return true;
