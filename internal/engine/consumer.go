@@ -201,6 +201,19 @@ func (o *Options) Held() int {
 	return 2*prefetch + o.Concurrency*o.BatchSize
 }
 
+// takesType reports whether eventType is one of the consumer's event
+// types, in any spelling with the same subject form ("orders/create" for
+// "orders.create").
+func (o *Options) takesType(eventType string) bool {
+	subj := stream.TypeSubject(eventType)
+	for _, t := range o.EventTypes {
+		if t == eventType || stream.TypeSubject(t) == subj {
+			return true
+		}
+	}
+	return false
+}
+
 // FilterSubjects are the HOOKS subjects the consumer receives.
 func (o *Options) FilterSubjects() []string {
 	sources := o.Sources
