@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -696,3 +697,87 @@ func TestRemovedStatementDeadLettersItsStoredEvents(t *testing.T) {
 		})
 	}
 }
+
+// An SQL consumer postpones an event through hookbridge.postpone
+// (SQLSTATE HB001) on the keyed engine: two members, each issue's close
+// sent before its open. Every ticket ends closed, once, with nothing
+// dead-lettered though max_deliver is 1 (a postponement is not a
+// failure), and the backoff is an hour: a close applies within the
+// test's minute only because it is tried again right after its open.
+func TestStatementPostponesOnTheKeyedEngine(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, crm())
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	statements := map[string][]string{
+		"issues.opened": apply["issues.opened"],
+		"issues.closed": {
+			`SELECT hookbridge.postpone('ticket not opened yet')
+			 WHERE NOT EXISTS (SELECT 1 FROM crm.tickets WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint)`,
+			`UPDATE crm.tickets SET state = 'closed' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`,
+		},
+	}
+	postponed := &postponeCounter{}
+	for range 2 {
+		h, err := sqlconsumer.New("tickets", statements)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "tickets", EventTypes: h.Types(), Handler: h,
+			Partitions: stream.DefaultPartitions, MaxDeliver: 1, Backoff: []time.Duration{time.Hour}, Tracer: postponed,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	const n = 30
+	for i := range n {
+		key := fmt.Sprintf("issue-%d", i)
+		ns.PublishKeyedHook(t, "gh", fmt.Sprintf("c%d", i), "issues.closed", key, []byte(fmt.Sprintf(`{"issue":{"id":%d}}`, i)))
+		ns.PublishKeyedHook(t, "gh", fmt.Sprintf("o%d", i), "issues.opened", key, []byte(fmt.Sprintf(`{"issue":{"id":%d,"title":"t"}}`, i)))
+	}
+	hookbridgetest.Eventually(t, time.Minute, "every ticket closed", func() bool {
+		return db.Count(t, `SELECT count(*) FROM crm.tickets WHERE state = 'closed'`) == n ||
+			db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`) > 0
+	})
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`); got != 0 {
+		t.Fatalf("%d dead letters, want none", got)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM crm.tickets WHERE state = 'closed'`); got != n {
+		t.Fatalf("%d tickets closed, want %d", got, n)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); got != 2*n {
+		t.Fatalf("%d inbox rows, want %d", got, 2*n)
+	}
+	if got := postponed.n.Load(); got < n {
+		t.Fatalf("%d postponements reported, want at least %d (each close before its open)", got, n)
+	}
+	hookbridgetest.Eventually(t, time.Minute, "no postponement left", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures`) == 0
+	})
+}
+
+// postponeCounter counts the postponed outcomes the engine reports.
+type postponeCounter struct{ n atomic.Int64 }
+
+func (p *postponeCounter) TraceApplyStart(ctx context.Context, _ engine.TraceApplyStartData) context.Context {
+	return ctx
+}
+
+func (p *postponeCounter) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
+	for _, o := range d.Outcomes {
+		if o == engine.Postponed {
+			p.n.Add(1)
+		}
+	}
+}
+
+func (p *postponeCounter) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
+	return ctx
+}
+
+func (p *postponeCounter) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}
