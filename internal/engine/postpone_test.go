@@ -14,6 +14,7 @@ import (
 	"github.com/hookbridge/hookbridge/examples/orders"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -111,6 +112,10 @@ func TestPostponedEventAppliesRightAfterTheLaterOne(t *testing.T) {
 				hookbridgetest.Eventually(t, time.Minute, "every paid event postponed", func() bool {
 					return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE postponed_since IS NOT NULL AND failures = 0`) == n
 				})
+				// What status shows apart from the failing messages.
+				if got, err := store.FailureCountPostponedByConsumer(context.Background(), db.Pool); err != nil || got["orders"] != n {
+					t.Fatalf("postponed by consumer %v, %v; want orders: %d", got, err, n)
+				}
 				for i := range n {
 					order := fmt.Sprintf("o-%d", i)
 					publishOrder(t, ns, true, order+"-created", "order.created", order)

@@ -32,6 +32,7 @@ var (
 	sqlFailureListForEvent                 = load("failure_list_for_event.sql")
 	sqlFailureList                         = load("failure_list.sql")
 	sqlFailureCountByConsumer              = load("failure_count_by_consumer.sql")
+	sqlFailureCountPostponedByConsumer     = load("failure_count_postponed_by_consumer.sql")
 )
 
 // DeadLetter is one row of hookbridge.dead_letters.
@@ -414,6 +415,14 @@ func FailureList(ctx context.Context, q Querier, limit int) ([]Failure, error) {
 // FailureCountByConsumer counts the messages failing right now per consumer.
 func FailureCountByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
 	return countsByConsumer(ctx, q, sqlFailureCountByConsumer)
+}
+
+// FailureCountPostponedByConsumer counts, per consumer, the messages
+// postponed right now (their handler waits for a later event of their
+// key): a part of what [FailureCountByConsumer] counts, which status
+// shows apart.
+func FailureCountPostponedByConsumer(ctx context.Context, q Querier) (map[string]int64, error) {
+	return countsByConsumer(ctx, q, sqlFailureCountPostponedByConsumer)
 }
 
 // countsByConsumer runs sql, whose rows are (consumer, count), into a map.
