@@ -369,6 +369,9 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 			switch {
 			case a.kind == nak:
 				km.retries++
+				// It failed this time: it holds its key as a failure does,
+				// whatever it said before.
+				km.postponed = false
 				if st.retryAt.IsZero() || st.forLater {
 					s.block(km.key, st, now.Add(a.delay))
 					st.forLater = false

@@ -3,9 +3,11 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -164,5 +166,74 @@ func TestPostponedChainInOneBatchApplies(t *testing.T) {
 			runChainMember(t, db, ns, set)
 			awaitChains(t, db, n)
 		})
+	}
+}
+
+// failAfterPostponeHandler is chainHandler, but step 2 fails (a plain,
+// counted failure) while failing is set, once its step 1 is there, and
+// step 3 needs nothing.
+type failAfterPostponeHandler struct{ failing *atomic.Bool }
+
+func (h failAfterPostponeHandler) Handle(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+	var b chainBody
+	if err := json.Unmarshal(ev.Body, &b); err != nil {
+		return consumer.Permanent(err)
+	}
+	switch b.Step {
+	case 1:
+		if _, err := tx.Exec(ctx, `INSERT INTO chaintest.entity VALUES ($1, 1)`, b.Key); err != nil {
+			return err
+		}
+	case 2:
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM chaintest.entity WHERE key = $1)`, b.Key).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return consumer.Postpone(fmt.Errorf("%s step 2 needs step 1", b.Key))
+		}
+		if h.failing.Load() {
+			return errors.New("step 2 fails for a while")
+		}
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO chaintest.applied (key, step) VALUES ($1, $2)`, b.Key, b.Step)
+	return err
+}
+
+// An event that was postponed and then fails holds its key as any failed
+// event does: a later event that arrives meanwhile does not apply before
+// it.
+func TestPostponedEventThatThenFailsHoldsItsKey(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, chainSchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	failing := new(atomic.Bool)
+	failing.Store(true)
+	runChainMember(t, db, ns, func(o *engine.Options) {
+		o.Handler, o.MaxDeliver, o.Backoff = failAfterPostponeHandler{failing}, 1000, []time.Duration{50 * time.Millisecond}
+	})
+	publishStep(t, ns, "k", 2)
+	hookbridgetest.Eventually(t, time.Minute, "step 2 postponed", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'k-2' AND postponed_since IS NOT NULL`) == 1
+	})
+	publishStep(t, ns, "k", 1)
+	hookbridgetest.Eventually(t, time.Minute, "step 2 failing after step 1 applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'k-2' AND failures >= 1`) == 1
+	})
+	publishStep(t, ns, "k", 3)
+	// Retried several times with step 3 queued behind it (or applied
+	// past it, which the check below reports).
+	hookbridgetest.Eventually(t, time.Minute, "step 2 retried with step 3 there", func() bool {
+		return db.Count(t, `SELECT count(*) FROM chaintest.applied WHERE step = 3`) > 0 ||
+			db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'k-2' AND failures >= 5`) == 1
+	})
+	failing.Store(false)
+	hookbridgetest.Eventually(t, time.Minute, "all three steps applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM chaintest.applied`) == 3
+	})
+	if got := db.Count(t, `SELECT count(*) FROM chaintest.applied a JOIN chaintest.applied b
+		ON a.key = b.key AND a.id < b.id AND a.step > b.step`); got != 0 {
+		t.Fatalf("%d pairs of steps applied out of step order", got)
 	}
 }
