@@ -169,8 +169,10 @@ func (t metricsTracer) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndDa
 	}
 }
 
-// countOutcomes counts a batch's outcomes by value.
-func countOutcomes(outs []consumer.Outcome) (n [consumer.DeadLettered + 1]int) {
+// countOutcomes counts a batch's outcomes by value: every outcome a
+// running consumer reports (engine.MessageOutcomes), of which Postponed
+// is the last.
+func countOutcomes(outs []consumer.Outcome) (n [consumer.Postponed + 1]int) {
 	for _, o := range outs {
 		if o >= 0 && int(o) < len(n) {
 			n[o]++

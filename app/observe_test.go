@@ -9,6 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hookbridge/hookbridge/internal/engine"
 )
 
 // TestReceiveSpanStartsANewTrace: a sender's traceparent is linked, not
@@ -42,5 +44,17 @@ func TestReceiveSpanStartsANewTrace(t *testing.T) {
 	}
 	if s.Status().Code.String() != "Error" {
 		t.Fatalf("status = %v, want Error for a 503", s.Status())
+	}
+}
+
+// Every outcome a running consumer reports is counted, postponed too (it
+// was dropped: the counts stopped at dead_lettered).
+func TestCountOutcomesCountsEveryMessageOutcome(t *testing.T) {
+	outs := engine.MessageOutcomes()
+	n := countOutcomes(outs)
+	for _, o := range outs {
+		if int(o) >= len(n) || n[o] != 1 {
+			t.Errorf("outcome %s not counted", o)
+		}
 	}
 }

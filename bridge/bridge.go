@@ -539,6 +539,12 @@ func hookMsg(ident identity, source, media, sumHex string, received time.Time, b
 	if ident.keyed {
 		msg.Header.Set(stream.HeaderOrderingKey, ident.key)
 	}
+	if ident.unkeyed != "" {
+		// The source has a key and this delivery carried none: the mark
+		// tells consumers it is the source's own, not one from before the
+		// source had its key, which their partitions wait for.
+		msg.Header.Set(stream.HeaderUnkeyed, ident.unkeyed)
+	}
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))
 	if media != "" {

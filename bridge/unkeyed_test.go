@@ -166,6 +166,9 @@ func TestUnreadableOrderingKeyIsStoredUnkeyed(t *testing.T) {
 			t.Fatalf("%s: stored on %s with key %q, want %s with key %q",
 				c.name, m.Subject, m.Header.Get(stream.HeaderOrderingKey), wantSubject, c.wantKey)
 		}
+		if got := m.Header.Get(stream.HeaderUnkeyed); got != c.wantReason {
+			t.Fatalf("%s: stored with %s %q, want %q", c.name, stream.HeaderUnkeyed, got, c.wantReason)
+		}
 		if r, ok := tr.reason(c.id); !ok || r != c.wantReason {
 			t.Fatalf("%s: unkeyed reason %q (reported %v), want %q", c.name, r, ok, c.wantReason)
 		}

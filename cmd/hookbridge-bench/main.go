@@ -301,11 +301,23 @@ func (c *BenchCmd) runFloor(ctx context.Context, f *loadgen.Floor, progress io.W
 // serve run by exe and nats-server by self.
 func (c *BenchCmd) runExternal(ctx context.Context, exe, self, adminURL string, progress io.Writer) (printer, error) {
 	if c.Soak > 0 {
-		return orNil(loadgen.Soak(ctx, loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
-			Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, Progress: progress}))
+		return orNil(loadgen.Soak(ctx, c.soakOptions(exe, self, adminURL, progress)))
 	}
-	return orNil(loadgen.RunExternal(ctx, loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
-		Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, PaidFirst: c.PaidFirst, Ordering: c.Ordering, Progress: progress}))
+	return orNil(loadgen.RunExternal(ctx, c.externalOptions(exe, self, adminURL, progress)))
+}
+
+// soakOptions are the options of --soak: the load's flags carried as the
+// external rounds carry them.
+func (c *BenchCmd) soakOptions(exe, self, adminURL string, progress io.Writer) loadgen.SoakOptions {
+	return loadgen.SoakOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Duration: c.Soak, Rate: c.Rate,
+		Concurrency: c.Concurrency, Sample: c.SoakSample, PaidEvery: c.PaidEvery, PaidFirst: c.PaidFirst, Progress: progress}
+}
+
+// externalOptions are the options of the external rounds.
+func (c *BenchCmd) externalOptions(exe, self, adminURL string, progress io.Writer) loadgen.ExternalOptions {
+	return loadgen.ExternalOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Rounds: c.Repeat,
+		Concurrency: c.Concurrency, Total: c.Total, PGConcurrency: c.PGConcurrency, PaidEvery: c.PaidEvery, PaidFirst: c.PaidFirst,
+		Ordering: c.Ordering, Progress: progress}
 }
 
 // finish prints out (as JSON with --json) and returns the command's

@@ -70,7 +70,8 @@ type applier struct {
 	timeout time.Duration
 	// keyed keeps each ordering key's order when a batch is narrowed
 	// down: once an event fails, the later events of its key are not
-	// applied but held ([errHeld]), so none commits before it.
+	// applied but held ([errHeld]), so none commits before it. An event
+	// its handler postponed holds nothing ([failedKeys]).
 	keyed bool
 }
 
@@ -249,11 +250,16 @@ func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result
 }
 
 // failedKeys are the ordering keys (within their sources, [orderKey]) of
-// the events in evs that did not apply.
+// the events in evs that failed. A postponed event is not a failure of
+// its key: its handler says it needs a later event of the key first, so
+// holding the key's later events behind it would hold what it waits for
+// (a chain sent in reverse, each event needing the one after it, would
+// never apply). They are tried; the scheduler tries the postponed one
+// again right after them (keyed.go).
 func failedKeys(evs []Event, results []Result) map[string]struct{} {
 	keys := map[string]struct{}{}
 	for i, r := range results {
-		if r.Outcome == Failed {
+		if r.Outcome == Failed && !isPostponed(r.Err) {
 			keys[orderKey(evs[i].Source, evs[i].OrderingKey)] = struct{}{}
 		}
 	}

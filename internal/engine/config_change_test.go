@@ -3,13 +3,18 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -113,6 +118,72 @@ func TestKeyedEventsStoredAfterAKeylessConsumerStartedAreApplied(t *testing.T) {
 	hookbridgetest.Eventually(t, time.Minute, "the keyed events stored after the start applied too", func() bool {
 		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == n+2
 	})
+}
+
+// A source's key is turned on while the consumer is stopped: it ran
+// unkeyed, then events arrive, first unkeyed (from before the change),
+// then keyed. Started keyed, it applies every one, each key's in order:
+// the older unkeyed events before the keyed ones, even while one of them
+// fails for a while.
+func TestKeyTurnedOnWhileTheConsumerWasStopped(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, sourceKeySchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	const keys, versions = 5, 6
+	publish := func(keyed bool, v int) {
+		for k := range keys {
+			key := fmt.Sprintf("k%d", k)
+			body, _ := json.Marshal(versionBody{Key: key, V: v})
+			id := fmt.Sprintf("%s-v%d", key, v)
+			if keyed {
+				ns.PublishKeyedHook(t, "demo", id, "version.set", key, body)
+			} else {
+				ns.PublishHook(t, "demo", id, "version.set", body)
+			}
+		}
+	}
+	stop := runFor(t, db, ns, func(o *engine.Options) {}) // no key yet
+	publish(false, 1)
+	hookbridgetest.Eventually(t, time.Minute, "the unkeyed events applied", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == keys
+	})
+	stop()
+	publish(false, 2) // accepted before the key was turned on
+	for v := 3; v <= versions; v++ {
+		publish(true, v)
+	}
+	// k0's older unkeyed event fails for a while: its keyed ones wait.
+	var failing atomic.Bool
+	failing.Store(true)
+	runFor(t, db, ns, func(o *engine.Options) {
+		o.Partitions, o.MaxDeliver = stream.DefaultPartitions, 1000
+		o.Handler = consumer.HandlerFunc(func(ctx context.Context, tx pgx.Tx, ev consumer.Event) error {
+			if ev.ID == "k0-v2" && failing.Load() {
+				return errors.New("failing for a while")
+			}
+			return sourceKeyHandler{}.Handle(ctx, tx, ev)
+		})
+	})
+	// It fails until a keyed event of k0 applies past it (the order
+	// broken, which the check below reports) or it has failed 50 times
+	// (2.5 s at least: the partitions of a member that does not wait
+	// start well within it).
+	hookbridgetest.Eventually(t, time.Minute, "k0's unkeyed event failing", func() bool {
+		return db.Count(t, `SELECT count(*) FROM srckeytest.applied WHERE key = 'k0' AND v > 2`) > 0 ||
+			db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'k0-v2' AND failures >= 50`) == 1
+	})
+	failing.Store(false)
+	hookbridgetest.Eventually(t, time.Minute, "every event applied after the key was turned on", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.inbox`) == keys*versions
+	})
+	if n := db.Count(t, `SELECT count(*) FROM srckeytest.applied`); n != keys*versions {
+		t.Fatalf("%d applies, want %d (each event once)", n, keys*versions)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM srckeytest.applied a JOIN srckeytest.applied b
+		ON a.key = b.key AND a.id < b.id AND a.v > b.v`); n != 0 {
+		t.Fatalf("%d pairs of a key's versions applied out of order", n)
+	}
 }
 
 // A consumer's event types narrow, or a source is taken off it, while

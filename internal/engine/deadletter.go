@@ -23,6 +23,13 @@ const (
 	// ReasonPostponed: the handler postponed the event for longer than
 	// the consumer's postpone_limit ([consumer.Postpone]).
 	ReasonPostponed = "postponed"
+	// ReasonTypeDropped: the event's type is no longer one of the
+	// consumer's (its configuration dropped it after the event was
+	// accepted: for a consumer declared in SQL, the type's apply
+	// statement was removed) and its handler failed it permanently, as
+	// a handler without code for the type does. Restoring the type and
+	// requeueing the dead letter applies it.
+	ReasonTypeDropped = "type_dropped"
 )
 
 // ResolutionReplayed is the resolution of a dead letter that a replay

@@ -64,6 +64,10 @@ type keyState struct {
 	// forLater: blocked only because every queued message is postponed;
 	// the next message of the key to arrive ends the block.
 	forLater bool
+	// retryNow: a message of the key applied after one that postponed,
+	// in the last batch; the postponed ones are tried again at once, in
+	// stream order, before anything else of the key.
+	retryNow bool
 	ready    bool // in the ready list
 	readyAt  time.Time
 	// foreign counts the key's messages another member may still hold
@@ -303,19 +307,23 @@ func (s *keyedScheduler) build() *kbatch {
 
 // take removes what a batch with room for n takes of the key's queue, in
 // the order to apply it: the queue's head, in stream order; or, when the
-// head was postponed (its handler waits for a later event of the key),
-// the first later message that was not, then the postponed ones, each
-// tried again right after it.
+// head was postponed (its handler waits for a later event of the key)
+// and nothing applied since it was last tried, the first later message
+// that was not postponed, then the postponed ones, each tried again right
+// after it. A postponed message holds none after it in the batch
+// ([failedKeys]).
 func (st *keyState) take(n int) []*kmsg {
 	j := slices.IndexFunc(st.queue, func(km *kmsg) bool { return !km.postponed })
-	if j > 0 {
+	if j > 0 && !st.retryNow {
 		k := min(j, n-1) // the postponed ones that fit behind the later one
 		out := append([]*kmsg{st.queue[j]}, st.queue[:k]...)
 		st.queue = slices.Concat(st.queue[k:j], st.queue[j+1:])
 		return out
 	}
-	// From the head in stream order; or every message is postponed and
-	// their backoff ran out: they are tried again.
+	// From the head in stream order: a later message applied since the
+	// postponed ones were tried (retryNow), or every message is postponed
+	// and their backoff ran out.
+	st.retryNow = false
 	n = min(n, len(st.queue))
 	out := st.queue[:n:n]
 	st.queue = slices.Clone(st.queue[n:])

@@ -339,10 +339,25 @@ func (s *keyedScheduler) markReady(key string, st *keyState) {
 }
 
 // onBatchDone settles what was applied or dead-lettered and puts what
-// failed back at the head of its key, blocked until its retry time.
+// failed back at the head of its key, blocked until its retry time. A
+// postponed message is tried again at once when a later message of its
+// key applied after it in the batch (a batch applies in its order): that
+// may be what it waited for. Else it waits for the key's next message,
+// or its backoff. A failure's backoff wins over both.
 func (s *keyedScheduler) onBatchDone(b *kbatch) {
 	s.inflight--
 	now := time.Now()
+	postponed, retryNow := map[string]bool{}, map[string]bool{}
+	for i, km := range b.msgs {
+		switch b.actions[i].kind {
+		case postpone:
+			postponed[km.key] = true
+		case ack:
+			if postponed[km.key] {
+				retryNow[km.key] = true
+			}
+		}
+	}
 	back := map[string][]*kmsg{}
 	for i, km := range b.msgs {
 		km.busy = false
@@ -354,15 +369,19 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 			switch {
 			case a.kind == nak:
 				km.retries++
-				if st.retryAt.IsZero() {
+				// It failed this time: it holds its key as a failure does,
+				// whatever it said before.
+				km.postponed = false
+				if st.retryAt.IsZero() || st.forLater {
 					s.block(km.key, st, now.Add(a.delay))
+					st.forLater = false
 				}
 			case a.kind == postpone:
 				// Counted like a retry, so that its backoff grows and its
 				// postponement row goes when it applies.
 				km.retries++
 				km.postponed = true
-				if st.retryAt.IsZero() {
+				if !retryNow[km.key] && st.retryAt.IsZero() {
 					s.block(km.key, st, now.Add(a.delay))
 					st.forLater = true
 				}
@@ -383,6 +402,7 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 			st.queue = append(failed, st.queue...)
 			s.repark(st)
 		}
+		st.retryNow = retryNow[km.key]
 		s.endWaitForLater(st)
 		s.markReady(km.key, st)
 		s.forget(km.key)

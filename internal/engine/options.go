@@ -259,3 +259,16 @@ func (o *Options) Held() int {
 	prefetch := max(o.Prefetch, minPullWindow)
 	return 2*prefetch + o.Concurrency*o.BatchSize
 }
+
+// takesType reports whether eventType is one of the consumer's event
+// types, in any spelling with the same subject form ("orders/create" for
+// "orders.create").
+func (o *Options) takesType(eventType string) bool {
+	subj := stream.TypeSubject(eventType)
+	for _, t := range o.EventTypes {
+		if t == eventType || stream.TypeSubject(t) == subj {
+			return true
+		}
+	}
+	return false
+}

@@ -23,8 +23,27 @@ import (
 // lapse, and the events that keep arriving for the partition's other keys
 // must all apply: a gated partition's staged messages may not fill its
 // window and stop the pulls that bring the dead member's messages back.
+//
+// It runs with a scan cap below the range (50: the takeover reads none of
+// it and gates the whole partition until the counts agree) and with the
+// default cap (20,000: it reads the range, and only the keys of what the
+// dead member held wait). The default cap's own overflow would take more
+// than 20,000 unacked messages in one partition, minutes of applies on a
+// loaded 2-core machine, so the small cap stands in for it here (the
+// path is the same; only the cap differs).
 func TestTakeoverPastALongUnackedRange(t *testing.T) {
 	t.Parallel()
+	for _, scanCap := range []int{50, 0} {
+		t.Run(fmt.Sprintf("scan-cap=%d", scanCap), func(t *testing.T) {
+			t.Parallel()
+			takeoverPastALongUnackedRange(t, scanCap)
+		})
+	}
+}
+
+// takeoverPastALongUnackedRange runs the test with scanCap (0: the
+// default).
+func takeoverPastALongUnackedRange(t *testing.T, scanCap int) {
 	db := hookbridgetest.Postgres(t, sourceKeySchema)
 	ns := hookbridgetest.NATS(t)
 	ns.EnsureHooks(t)
@@ -44,7 +63,9 @@ func TestTakeoverPastALongUnackedRange(t *testing.T) {
 			AckWait: 25 * time.Second,
 			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}
-		engine.SetMaxForeignScan(&opts, 50)
+		if scanCap > 0 {
+			engine.SetMaxForeignScan(&opts, scanCap)
+		}
 		c, err := engine.New(db.Pool, js, opts)
 		if err != nil {
 			t.Fatal(err)

@@ -150,7 +150,8 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, o R
 	}
 	r.log.Info("replay finished", "consumer", o.Consumer, "dry_run", o.DryRun, "selected", r.sum.Selected,
 		"processed", r.sum.Processed, "duplicate", r.sum.Duplicate, "conflict", r.sum.Conflict,
-		"failed", r.sum.Failed, "new", r.sum.New, "missing", r.sum.Missing, "resolved", r.sum.Resolved)
+		"failed", r.sum.Failed, "held", r.sum.Held, "new", r.sum.New, "missing", r.sum.Missing,
+		"mismatch", r.sum.Mismatch, "unusable", r.sum.Unusable, "resolved", r.sum.Resolved)
 	return r.sum, err
 }
 
@@ -376,6 +377,18 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 	case r.o.DryRun:
 		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
 		it.Outcome = out
+		if err == nil && out == ReplayNew {
+			var why string
+			if why, err = r.failingLive(ctx, ev); why != "" {
+				// New to the inbox, but the real run's apply meets what
+				// the live consumer meets: unless it applies then, its
+				// key's later events are held.
+				it.Error = why
+				r.order.failing(ev)
+				r.report(it, nil)
+				return
+			}
+		}
 		if err != nil {
 			cause = err
 			it.Outcome, it.Error = Failed, ShortError(err.Error())
@@ -536,6 +549,32 @@ func (r *replayer) report(it ReplayItem, cause error) {
 	if r.o.Report != nil {
 		r.o.Report(it)
 	}
+}
+
+// failingLive says, for a keyed event of a keyed replay, whether the live
+// consumer is failing it right now or has postponed it (it has a row in
+// hookbridge.delivery_failures), and how; "" when it is neither.
+func (r *replayer) failingLive(ctx context.Context, ev Event) (string, error) {
+	if r.order == nil || ev.OrderingKey == "" {
+		return "", nil
+	}
+	fs, err := store.FailureListForEvent(ctx, r.pool, []string{r.o.Consumer}, ev.Source, ev.ID)
+	if err != nil {
+		return "", fmt.Errorf("read the failures of %s/%s: %w", ev.Source, ev.ID, err)
+	}
+	for _, f := range fs {
+		if f.StreamSeq != ev.StreamSeq {
+			continue
+		}
+		if f.PostponedSince != nil && f.Failures == 0 {
+			return fmt.Sprintf("the live consumer has it postponed since %s (it waits for a later event of its ordering key): "+
+				"the real run tries it again and, unless it applies, holds its key's later events",
+				f.PostponedSince.UTC().Format(time.RFC3339)), nil
+		}
+		return ShortError(fmt.Sprintf("the live consumer is failing it (%d failures, the last: %s): "+
+			"the real run applies it again and, unless it applies, holds its key's later events", f.Failures, f.LastError)), nil
+	}
+	return "", nil
 }
 
 // peekInbox tells what applying ev would do, reading the inbox only.

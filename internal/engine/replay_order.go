@@ -147,3 +147,16 @@ func (k *keyOrder) done(ev Event, out Outcome) {
 		}
 	}
 }
+
+// failing records that the live consumer is failing ev (or has it
+// postponed), which a dry run reports as new: the real run's apply would
+// meet the same, so the key's later events are held behind it.
+func (k *keyOrder) failing(ev Event) {
+	if k == nil || ev.OrderingKey == "" {
+		return
+	}
+	key := orderKey(ev.Source, ev.OrderingKey)
+	if _, ok := k.held[key]; !ok {
+		k.held[key] = fmt.Sprintf("an earlier event of its ordering key is failing at the live consumer (%s/%s, stream seq %d)", ev.Source, ev.ID, ev.StreamSeq)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +87,42 @@ func TestRangeReplayHoldsAKeyBehindAFailingEvent(t *testing.T) {
 	})
 	if got := appliedOrder(t, db, "A"); !slices.Equal(got, []int{1, 2, 3}) {
 		t.Fatalf("A applied as %v, want [1 2 3]", got)
+	}
+}
+
+// The dry run of that replay says what the real run would hold: A's v1
+// is new to the inbox, but the live consumer is failing it, so A's v2 and
+// v3 would be held behind it. It applies nothing.
+func TestDryRunHoldsAKeyBehindAnEventFailingLive(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, sourceKeySchema)
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	exec(t, db, `INSERT INTO srckeytest.block VALUES ('demo', 'A')`)
+	runFor(t, db, ns, func(o *engine.Options) { o.Partitions, o.MaxDeliver = stream.DefaultPartitions, 1000 })
+	for v := 1; v <= 3; v++ {
+		publishVersion(t, ns, "demo", fmt.Sprintf("A-%d", v), "A", v, "")
+	}
+	publishVersion(t, ns, "demo", "B-1", "B", 1, "")
+	hookbridgetest.Eventually(t, time.Minute, "the live consumer applied B and retries A's v1", func() bool {
+		return db.Count(t, `SELECT count(*) FROM srckeytest.applied WHERE key = 'B'`) == 1 &&
+			db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'A-1'`) == 1
+	})
+	sum, items := replayKeyed(t, db, ns, func(o *engine.ReplayOptions) { o.Since, o.DryRun = time.Now().Add(-time.Hour), true })
+	a1 := items["A-1"]
+	if a1.Outcome != engine.ReplayNew || !strings.Contains(a1.Error, "the live consumer is failing it") || !strings.Contains(a1.Error, "blocked") {
+		t.Fatalf("A-1 %s (%q); want new, noting the live consumer's failure and its error", a1.Outcome, a1.Error)
+	}
+	for _, id := range []string{"A-2", "A-3"} {
+		if it := items[id]; it.Outcome != engine.ReplayHeld || !strings.Contains(it.Error, "demo/A-1") {
+			t.Fatalf("%s %s (%q); want held behind demo/A-1", id, it.Outcome, it.Error)
+		}
+	}
+	if sum.Held != 2 || sum.New != 1 || items["B-1"].Outcome != engine.Duplicate {
+		t.Fatalf("summary %+v, B-1 %s; want 2 held, 1 new and B a duplicate", sum, items["B-1"].Outcome)
+	}
+	if got := appliedOrder(t, db, "A"); len(got) != 0 {
+		t.Fatalf("A applied %v by a dry run", got)
 	}
 }
 

@@ -158,6 +158,14 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 	retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", errtext.ForLog(err)) // values masked: a log holds no body
 	switch {
+	case IsPermanent(err) && !c.opts.takesType(ev.Type):
+		// Stored on a subject the consumer's filter dropped, before the
+		// change (narrowing.go): it is applied like every message accepted
+		// before, and a handler without code for the type refuses it.
+		return c.deadLetter(ctx, ev, ReasonTypeDropped, fmt.Errorf(
+			"event type %q is no longer one of consumer %s's event types (the configuration dropped it after the event was accepted; "+
+				"for a consumer declared in SQL, its apply statement was removed): restore it and requeue this dead letter, or discard it: %w",
+			ev.Type, c.opts.Name, err))
 	case IsPermanent(err):
 		return c.deadLetter(ctx, ev, ReasonPermanent, err)
 	case IsTransient(err):

@@ -261,6 +261,9 @@ func (pl *puller) logDone(to *takeover) {
 type foreignRef struct {
 	foreignMsg
 	source, id string
+	// unkeyed is the message's [stream.HeaderUnkeyed]: a keyed source's
+	// own message without a key (see upgrade.go).
+	unkeyed string
 }
 
 // foreignUnapplied reads partition p's messages between the durable's
@@ -336,7 +339,7 @@ func scanHeaders(ctx context.Context, js jetstream.JetStream, subjects []string,
 			}
 			h := m.Headers()
 			found = append(found, foreignRef{foreignMsg{md.Sequence.Stream, orderKey(h.Get(stream.HeaderSource), h.Get(stream.HeaderOrderingKey))},
-				h.Get(stream.HeaderSource), h.Get(stream.HeaderEventID)})
+				h.Get(stream.HeaderSource), h.Get(stream.HeaderEventID), h.Get(stream.HeaderUnkeyed)})
 			if len(found) >= limit {
 				return found, errForeignScan
 			}

@@ -213,7 +213,7 @@ func (h *Handler) run(ctx context.Context, tx pgx.Tx, evs []consumer.Event) (int
 		}
 	}
 	if uncovered >= 0 {
-		return uncovered, consumer.Permanent(fmt.Errorf("consumer %s: no statement for event type %q (add it to sql.apply, or %q)",
+		return uncovered, consumer.Permanent(fmt.Errorf("consumer %s: no statement for event type %q in sql.apply (add one, or a %q entry)",
 			h.consumer, evs[uncovered].Type, Fallback))
 	}
 	return 0, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -602,3 +603,181 @@ func TestStatementPostponesItsEvent(t *testing.T) {
 		t.Fatalf("closed tickets = %d, want 1", n)
 	}
 }
+
+// Removing a type's apply statement narrows the consumer's event types.
+// The events of that type stored before the change are not lost: each
+// becomes a dead letter whose reason says the type was dropped and whose
+// error names the missing statement, and putting the statement back and
+// replaying the dead letters applies them.
+func TestRemovedStatementDeadLettersItsStoredEvents(t *testing.T) {
+	t.Parallel()
+	for _, keyed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keyed=%v", keyed), func(t *testing.T) {
+			t.Parallel()
+			db := hookbridgetest.Postgres(t, crm())
+			ns := hookbridgetest.NATS(t)
+			ns.EnsureHooks(t)
+			wide := map[string][]string{
+				"issues.opened": apply["issues.opened"],
+				"issues.closed": {`UPDATE crm.tickets SET state = 'closed' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`},
+			}
+			narrow := map[string][]string{"issues.opened": apply["issues.opened"]}
+			partitions := 0
+			if keyed {
+				partitions = stream.DefaultPartitions
+			}
+			run := func(statements map[string][]string) (stop func()) {
+				h, err := sqlconsumer.New("tickets", statements)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "tickets", EventTypes: h.Types(), Handler: h,
+					Partitions: partitions, MaxDeliver: 5, Backoff: []time.Duration{20 * time.Millisecond},
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- c.Run(ctx) }()
+				var once sync.Once
+				stop = func() { once.Do(func() { cancel(); <-done }) }
+				t.Cleanup(stop)
+				return stop
+			}
+			durable := "tickets"
+			if keyed {
+				durable = stream.PartitionDurable("tickets", stream.DefaultPartitions-1)
+			}
+			stop := run(wide)
+			hookbridgetest.Eventually(t, time.Minute, "the consumer's durables created", func() bool {
+				_, err := ns.JS.Consumer(context.Background(), stream.Hooks, durable)
+				return err == nil
+			})
+			stop()
+			const n = 12
+			for i := range n {
+				opened := []byte(fmt.Sprintf(`{"issue":{"id":%d,"title":"t%d"}}`, i, i))
+				closed := []byte(fmt.Sprintf(`{"issue":{"id":%d}}`, i))
+				if keyed {
+					key := fmt.Sprintf("issue-%d", i)
+					ns.PublishKeyedHook(t, "gh", fmt.Sprintf("o%d", i), "issues.opened", key, opened)
+					ns.PublishKeyedHook(t, "gh", fmt.Sprintf("c%d", i), "issues.closed", key, closed)
+				} else {
+					ns.PublishHook(t, "gh", fmt.Sprintf("o%d", i), "issues.opened", opened)
+					ns.PublishHook(t, "gh", fmt.Sprintf("c%d", i), "issues.closed", closed)
+				}
+			}
+			stop = run(narrow)
+			hookbridgetest.Eventually(t, time.Minute, "the opened events applied and the closed ones dead-lettered", func() bool {
+				return db.Count(t, `SELECT count(*) FROM crm.tickets`) == n && db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`) >= n
+			})
+			if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE reason = $1 AND event_type = 'issues.closed'
+				AND last_error LIKE '%no longer one of consumer tickets''s event types%'
+				AND last_error LIKE '%no statement for event type "issues.closed" in sql.apply%'`, engine.ReasonTypeDropped); got != n {
+				t.Fatalf("%d dead letters of the dropped type with its reason and the missing statement named, want %d", got, n)
+			}
+			if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`); got != n {
+				t.Fatalf("%d dead letters, want %d", got, n)
+			}
+			stop()
+			// The statement is back: the dead letters apply.
+			h, err := sqlconsumer.New("tickets", wide)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err := engine.Replay(context.Background(), db.Pool, ns.JS, engine.ReplayOptions{Consumer: "tickets", Handler: h,
+				EventTypes: h.Types(), DeadLetters: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil || sum.Processed != n || sum.Resolved != n {
+				t.Fatalf("replay of the dead letters: %+v, %v; want %d processed and resolved", sum, err, n)
+			}
+			if got := db.Count(t, `SELECT count(*) FROM crm.tickets WHERE state = 'closed'`); got != n {
+				t.Fatalf("%d tickets closed, want %d", got, n)
+			}
+		})
+	}
+}
+
+// An SQL consumer postpones an event through hookbridge.postpone
+// (SQLSTATE HB001) on the keyed engine: two members, each issue's close
+// sent before its open. Every ticket ends closed, once, with nothing
+// dead-lettered though max_deliver is 1 (a postponement is not a
+// failure), and the backoff is an hour: a close applies within the
+// test's minute only because it is tried again right after its open.
+func TestStatementPostponesOnTheKeyedEngine(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t, crm())
+	ns := hookbridgetest.NATS(t)
+	ns.EnsureHooks(t)
+	statements := map[string][]string{
+		"issues.opened": apply["issues.opened"],
+		"issues.closed": {
+			`SELECT hookbridge.postpone('ticket not opened yet')
+			 WHERE NOT EXISTS (SELECT 1 FROM crm.tickets WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint)`,
+			`UPDATE crm.tickets SET state = 'closed' WHERE issue_id = (@body::jsonb #>> '{issue,id}')::bigint`,
+		},
+	}
+	postponed := &postponeCounter{}
+	for range 2 {
+		h, err := sqlconsumer.New("tickets", statements)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := engine.New(db.Pool, ns.JS, engine.Options{Name: "tickets", EventTypes: h.Types(), Handler: h,
+			Partitions: stream.DefaultPartitions, MaxDeliver: 1, Backoff: []time.Duration{time.Hour}, Tracer: postponed,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	const n = 30
+	for i := range n {
+		key := fmt.Sprintf("issue-%d", i)
+		ns.PublishKeyedHook(t, "gh", fmt.Sprintf("c%d", i), "issues.closed", key, []byte(fmt.Sprintf(`{"issue":{"id":%d}}`, i)))
+		ns.PublishKeyedHook(t, "gh", fmt.Sprintf("o%d", i), "issues.opened", key, []byte(fmt.Sprintf(`{"issue":{"id":%d,"title":"t"}}`, i)))
+	}
+	hookbridgetest.Eventually(t, time.Minute, "every ticket closed", func() bool {
+		return db.Count(t, `SELECT count(*) FROM crm.tickets WHERE state = 'closed'`) == n ||
+			db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`) > 0
+	})
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`); got != 0 {
+		t.Fatalf("%d dead letters, want none", got)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM crm.tickets WHERE state = 'closed'`); got != n {
+		t.Fatalf("%d tickets closed, want %d", got, n)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM hookbridge.inbox`); got != 2*n {
+		t.Fatalf("%d inbox rows, want %d", got, 2*n)
+	}
+	if got := postponed.n.Load(); got < n {
+		t.Fatalf("%d postponements reported, want at least %d (each close before its open)", got, n)
+	}
+	hookbridgetest.Eventually(t, time.Minute, "no postponement left", func() bool {
+		return db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures`) == 0
+	})
+}
+
+// postponeCounter counts the postponed outcomes the engine reports.
+type postponeCounter struct{ n atomic.Int64 }
+
+func (p *postponeCounter) TraceApplyStart(ctx context.Context, _ engine.TraceApplyStartData) context.Context {
+	return ctx
+}
+
+func (p *postponeCounter) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
+	for _, o := range d.Outcomes {
+		if o == engine.Postponed {
+			p.n.Add(1)
+		}
+	}
+}
+
+func (p *postponeCounter) TraceDeadLetterStart(ctx context.Context, _ engine.TraceDeadLetterStartData) context.Context {
+	return ctx
+}
+
+func (p *postponeCounter) TraceDeadLetterEnd(context.Context, engine.TraceDeadLetterEndData) {}

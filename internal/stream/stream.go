@@ -54,6 +54,12 @@ const (
 	// "application/x-www-form-urlencoded"), lower case, without
 	// parameters; absent when the sender declared none.
 	HeaderContentType = "Hookbridge-Content-Type"
+	// HeaderUnkeyed is set on a delivery of a source with an ordering key
+	// that carried no key the ingress could read, published unkeyed: why
+	// ("absent" or "unreadable"). Such a message is the source's own, not
+	// one from before the source had its key, which a consumer's
+	// partitions wait for when they start (docs/DESIGN.md, "Order").
+	HeaderUnkeyed = "Hookbridge-Unkeyed"
 )
 
 // Defaults for the streams' limits.

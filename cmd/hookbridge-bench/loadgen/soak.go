@@ -26,8 +26,9 @@ type SoakOptions struct {
 	Concurrency int
 	// Sample is the RSS sampling interval (default 5s).
 	Sample time.Duration
-	// PaidEvery is Options.PaidEvery.
+	// PaidEvery and PaidFirst are Options'.
 	PaidEvery int
+	PaidFirst bool
 	Progress  io.Writer
 }
 
@@ -107,7 +108,7 @@ func Soak(ctx context.Context, o SoakOptions) (*SoakResult, error) {
 		// written until every one of them is recorded.
 		load, loadErr = Load(ctx, Options{URL: e.serve.URL, Secret: e.serve.Secret, DatabaseURL: e.db.URL, Check: true,
 			Concurrency: o.Concurrency, Total: int(o.Rate * o.Duration.Seconds()), Rate: o.Rate, PaidEvery: o.PaidEvery,
-			Events: NATSEvents(nc)})
+			PaidFirst: o.PaidFirst, Events: NATSEvents(nc)})
 	}()
 	t := time.NewTicker(o.Sample)
 	defer t.Stop()
