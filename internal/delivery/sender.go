@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -301,9 +302,13 @@ const deadLetterRetry = 30 * time.Second
 func (s *Sender) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, n int, res result) bool {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := store.DeliveryDeadLetterInsert(dctx, s.pool, store.DeliveryDeadLetter{
-		Endpoint: s.e.Name, EventID: eventID(m, md), Subject: m.Subject(), StreamSeq: md.Sequence.Stream,
-		Attempts: n, LastStatus: res.status, LastErrorClass: res.class, LastExcerpt: res.excerpt,
+	err := pgx.BeginFunc(dctx, s.pool, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		store.QueueDeliveryDeadLetterInsert(b, store.DeliveryDeadLetter{
+			Endpoint: s.e.Name, EventID: eventID(m, md), Subject: m.Subject(), StreamSeq: md.Sequence.Stream,
+			Attempts: n, LastStatus: res.status, LastErrorClass: res.class, LastExcerpt: res.excerpt,
+		})
+		return tx.SendBatch(dctx, b).Close()
 	})
 	if err != nil {
 		s.log.Error("delivery: record dead letter; retrying", "seq", md.Sequence.Stream, "retry_in", deadLetterRetry, "err", err)

@@ -90,7 +90,7 @@ func TestRetryLimitEndsInDeadLetters(t *testing.T) {
 	if n := o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_dead_letters"); n != 1 {
 		t.Fatalf("dead letters = %d, want 1", n)
 	}
-	dls, err := store.DeliveryDeadLetterList(context.Background(), o.db.Pool, "partner", 10)
+	dls, err := store.DeliveryDeadLetterFind(context.Background(), o.db.Pool, store.DeliveryDeadLetterFilter{Endpoint: "partner"})
 	if err != nil {
 		t.Fatal(err)
 	}
