@@ -15,7 +15,8 @@ import (
 // of "all" when endpoints are configured.
 const RoleDelivery = "delivery"
 
-// startDelivery starts one sender per configured endpoint in group. It
+// startDelivery starts the delivery of the configured endpoints in group
+// (the endpoints are spread over the instances running the role). It
 // ensures EVENTS itself, since a delivery-only instance runs no relay.
 func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) error {
 	endpoints, err := s.cfg.Delivery.resolved(nil)
@@ -28,13 +29,11 @@ func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) err
 	if _, err := stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions())); err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
-	for _, e := range endpoints {
-		sender, err := delivery.NewSender(ctx, delivery.Options{Endpoint: e, JS: s.js, Pool: s.pool,
-			Sign: verify.SignStandard, Logger: s.log})
-		if err != nil {
-			return err
-		}
-		s.goRole(group, "delivery "+e.Name, sender.Run)
+	m, err := delivery.NewManager(delivery.Options{Endpoints: endpoints, JS: s.js, Pool: s.pool,
+		Sign: verify.SignStandard, Logger: s.log})
+	if err != nil {
+		return err
 	}
+	s.goRole(group, "delivery", m.Run)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
@@ -66,8 +67,11 @@ func BenchmarkThroughput(b *testing.B) {
 		name := "bench" + strconv.Itoa(i)
 		e := delivery.Endpoint{Name: name, URL: srv.URL, Subjects: []string{"events.bench." + name}, Secrets: []string{oldSecret, newSecret},
 			Concurrency: conc, AllowPrivate: true}
-		s, err := delivery.NewSender(context.Background(), delivery.Options{Endpoint: e, JS: js.JS, Pool: db.Pool, Sign: verify.SignStandard, Logger: quiet()})
-		if err != nil {
+		// The endpoint's durable exists before the events are published
+		// (a new endpoint starts with the events published after it); the
+		// sender takes it over as it finds it.
+		if _, err := js.JS.CreateConsumer(context.Background(), "EVENTS", jetstream.ConsumerConfig{Durable: delivery.ConsumerName(name),
+			FilterSubjects: e.Subjects, DeliverPolicy: jetstream.DeliverNewPolicy, AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 			b.Fatal(err)
 		}
 		for j := range n {
@@ -77,11 +81,15 @@ func BenchmarkThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		m, err := delivery.NewManager(delivery.Options{Endpoints: []delivery.Endpoint{e}, JS: js.JS, Pool: db.Pool, Sign: verify.SignStandard, Logger: quiet()})
+		if err != nil {
+			b.Fatal(err)
+		}
 		got.Store(0)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		start = time.Now()
-		go func() { _ = s.Run(ctx); close(done) }()
+		go func() { _ = m.Run(ctx); close(done) }()
 		hookbridgetest.Eventually(b, 5*time.Minute, "all delivered", func() bool { return got.Load() >= n })
 		senderRate = n / time.Since(start).Seconds()
 		cancel()

@@ -251,11 +251,11 @@ func DeliveryDeadLetterKeys(ctx context.Context, q Querier, endpoint string) ([]
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// DeliveryDeadLetterRedelivered records that a requeue of dead letter id
-// was delivered.
-func DeliveryDeadLetterRedelivered(ctx context.Context, q Querier, id int64) error {
-	_, err := q.Exec(ctx, sqlDeliveryDeadLetterRedelivered, id)
-	return err
+// QueueDeliveryDeadLetterRedelivered adds to b the record that a requeue
+// of dead letter id was delivered (in the transaction that ends its
+// pending delivery).
+func QueueDeliveryDeadLetterRedelivered(b *pgx.Batch, id int64) {
+	b.Queue(sqlDeliveryDeadLetterRedelivered, id)
 }
 
 // DeliveryDeadLetterCounts is an endpoint's unresolved dead letters.
