@@ -4,36 +4,59 @@ import (
 	"cmp"
 	"hash/fnv"
 	"slices"
+
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
-// assign returns the endpoints of names that member reads among members.
-// Every instance computes the same answer from the same list: each
-// endpoint goes to the member that ranks it highest (a hash of member and
-// endpoint) among those below their share, ceil(endpoints / members), so
-// the shares are even and a member that joins or leaves moves little
-// more than its own share (the consumer side's rule for partitions). A
-// member not in the list yet (its first beat is not listed) counts
-// itself.
-func assign(members []string, member string, names []string) []string {
-	if !slices.Contains(members, member) {
-		members = append(slices.Clone(members), member)
+// assign returns the endpoints instance self reads among members (self
+// has endpoints configured). Every instance computes the same answer
+// from the same list: each endpoint any member has goes, in name order,
+// to the member having it that ranks it highest (a hash of member and
+// endpoint) among those below their share (every endpoint over every
+// member, rounded up), or to the highest-ranked member having it when
+// all are at their share. So the shares are even, a member that joins or
+// leaves moves little more than its own share (the consumer side's rule
+// for partitions), and an endpoint only some instances have (a rolling
+// change of the configuration) goes to one of those. A member not in the
+// list yet (its first beat is not listed) counts itself.
+func assign(members []store.DeliveryInstance, self string, endpoints []string) []string {
+	if !slices.ContainsFunc(members, func(m store.DeliveryInstance) bool { return m.ID == self }) {
+		members = append(slices.Clone(members), store.DeliveryInstance{ID: self, Endpoints: endpoints})
 	}
+	has := map[string][]string{} // endpoint -> members having it
+	for _, m := range members {
+		if m.ID == self {
+			m.Endpoints = endpoints // this instance's own list is the current one
+		}
+		for _, e := range m.Endpoints {
+			if !slices.Contains(has[e], m.ID) {
+				has[e] = append(has[e], m.ID)
+			}
+		}
+	}
+	names := make([]string, 0, len(has))
+	for e := range has {
+		names = append(names, e)
+	}
+	slices.Sort(names)
 	share := (len(names) + len(members) - 1) / len(members)
 	load := make(map[string]int, len(members))
 	var out []string
 	for _, name := range names {
-		ranked := slices.Clone(members)
+		ranked := slices.Clone(has[name])
 		slices.SortFunc(ranked, func(a, b string) int {
 			return cmp.Or(cmp.Compare(rank(b, name), rank(a, name)), cmp.Compare(a, b))
 		})
+		pick := ranked[0]
 		for _, m := range ranked {
 			if load[m] < share {
-				load[m]++
-				if m == member {
-					out = append(out, name)
-				}
+				pick = m
 				break
 			}
+		}
+		load[pick]++
+		if pick == self {
+			out = append(out, name)
 		}
 	}
 	return out

@@ -62,7 +62,7 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 		p, ok, err := store.DeliveryPendingGet(ctx, pool, name, it.seq)
 		if err != nil {
 			s.log.Warn("delivery: read a redelivered event's state; it waits", "seq", it.seq, "err", err)
-			return later, prepareRetry
+			return later, s.m.t.prepare
 		}
 		if ok {
 			s.ack(it)
@@ -81,14 +81,14 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 		err = s.m.hooks.beforeSend(it.eventID)
 	}
 	if err != nil {
-		s.log.Warn("delivery: prepare a delivery; it waits", "seq", it.seq, "err", err, "retry_in", prepareRetry)
-		return later, prepareRetry
+		s.log.Warn("delivery: prepare a delivery; it waits", "seq", it.seq, "err", err, "retry_in", s.m.t.prepare)
+		return later, s.m.t.prepare
 	}
 	if s.e.Ordered && s.deadKey(it.key) {
 		pending, err := store.DeliveryDeadLetterPass(ctx, pool, name, it.key, it.seq)
 		if err != nil {
 			s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
-			return later, prepareRetry
+			return later, s.m.t.prepare
 		}
 		if pending {
 			s.markPG(it.key)
@@ -243,7 +243,7 @@ func (s *Sender) recordFailure(ctx context.Context, it *item, f failure) (outcom
 			return settled, 0
 		}
 		s.log.Warn("delivery: record a failed attempt; retrying", "seq", it.seq, "err", err)
-		return later, prepareRetry
+		return later, s.m.t.prepare
 	case !written:
 		// The lease ran out: the next owner decides. A live message goes
 		// back to JetStream; a row stays as it was.
@@ -293,11 +293,11 @@ func (s *Sender) deadLetter(ctx context.Context, it *item, f failure) (outcome, 
 		// The answer is kept; only the record is tried again (never
 		// another request beyond the schedule).
 		it.failed = &f
-		s.log.Error("delivery: record a dead letter; retrying", "seq", it.seq, "retry_in", prepareRetry, "err", err)
+		s.log.Error("delivery: record a dead letter; retrying", "seq", it.seq, "retry_in", s.m.t.prepare, "err", err)
 		if it.msg != nil && !s.e.Ordered {
 			return s.retryDeadLetter(ctx, it, f)
 		}
-		return later, prepareRetry
+		return later, s.m.t.prepare
 	}
 	it.failed = nil
 	if !held {
@@ -322,7 +322,7 @@ func (s *Sender) deadLetter(ctx context.Context, it *item, f failure) (outcome, 
 // retryDeadLetter tries the dead letter's record again until it is
 // written or the sender stops, the message kept in progress meanwhile.
 func (s *Sender) retryDeadLetter(ctx context.Context, it *item, f failure) (outcome, time.Duration) {
-	for sleep(ctx, prepareRetry) {
+	for sleep(ctx, s.m.t.prepare) {
 		if out, d := s.deadLetter(ctx, it, f); out != later {
 			return out, d
 		}
@@ -379,11 +379,20 @@ func (s *Sender) autoDisable(ctx context.Context, since time.Time) {
 	}
 	s.disabled = true
 	s.mu.Unlock()
+	// The write below runs to its end whatever becomes of the sender.
+	ctx = context.WithoutCancel(ctx)
 	reason := "auto: every attempt failed since " + since.UTC().Format(time.RFC3339)
 	changed, err := disable(ctx, s.m.opts.Pool, s.m.opts.JS, s.e.Name, reason)
 	if err != nil {
-		s.log.Error("delivery: disable the failing endpoint", "err", err)
-		return
+		// A durable not paused here is paused by the endpoint's owner at
+		// its next beat; a state not written is written at the next
+		// failure.
+		s.log.Warn("delivery: disable the failing endpoint", "err", err)
+		if !changed {
+			s.mu.Lock()
+			s.disabled = false
+			s.mu.Unlock()
+		}
 	}
 	if changed {
 		s.log.Error("delivery endpoint disabled: every attempt failed for its disable_after; its events wait until it is enabled",

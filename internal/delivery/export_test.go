@@ -1,13 +1,17 @@
 package delivery
 
-import "time"
+import (
+	"time"
+
+	"github.com/hookbridge/hookbridge/internal/store"
+)
 
 // Fast gives o the timings the tests use: the same rules, in seconds
 // rather than tens of seconds.
 func Fast(o *Options) {
 	o.t = &timings{pullWait: 500 * time.Millisecond, pinnedTTL: 1500 * time.Millisecond, beat: 200 * time.Millisecond,
 		memberTTL: 2 * time.Second, leaseMargin: 3 * time.Second, actMargin: 300 * time.Millisecond,
-		pgPoll: 2 * time.Second, probeMin: 200 * time.Millisecond}
+		pgPoll: 2 * time.Second, probeMin: 200 * time.Millisecond, prepare: 300 * time.Millisecond}
 }
 
 // PinnedTTL is the pin's TTL of o's timings.
@@ -33,5 +37,12 @@ func Kill(m *Manager) {
 // Refused exposes the address rule to the tests.
 var Refused = refused
 
-// Assign exposes the spreading of endpoints over instances.
-var Assign = assign
+// Assign returns the endpoints instance self reads when members (each
+// having endpoints) run the delivery role.
+func Assign(members []string, self string, endpoints []string) []string {
+	ms := make([]store.DeliveryInstance, len(members))
+	for i, m := range members {
+		ms[i] = store.DeliveryInstance{ID: m, Endpoints: endpoints}
+	}
+	return assign(ms, self, endpoints)
+}

@@ -58,7 +58,7 @@ func (s *Sender) runKey(ctx context.Context, key string) {
 		switch {
 		case pg && len(mem) > 0:
 			// Behind the key's rows in Postgres: parked there.
-			if !s.park(ctx, key, mem) && !sleep(ctx, prepareRetry) {
+			if !s.park(ctx, key, mem) && !sleep(ctx, s.m.t.prepare) {
 				s.keyDone(key, true)
 				return
 			}
@@ -98,9 +98,9 @@ func (s *Sender) keyHead(ctx context.Context, key string, gen uint64) (stop bool
 	row, ok, err := store.DeliveryPendingHead(ctx, s.m.opts.Pool, s.e.Name, key)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.log.Warn("delivery: read a key's next event; retrying", "err", err, "retry_in", prepareRetry)
+			s.log.Warn("delivery: read a key's next event; retrying", "err", err, "retry_in", s.m.t.prepare)
 		}
-		if !sleep(ctx, prepareRetry) {
+		if !sleep(ctx, s.m.t.prepare) {
 			s.keyDone(key, true)
 			return true
 		}

@@ -67,11 +67,16 @@ type timings struct {
 	// pgPoll is the longest the Postgres loop sleeps; probeMin the
 	// shortest interval between a failing endpoint's probes.
 	pgPoll, probeMin time.Duration
+	// prepare is the wait before trying again a delivery that could not
+	// be prepared (its body or its state could not be read) or whose
+	// record could not be written.
+	prepare time.Duration
 }
 
 func defaultTimings() timings {
 	return timings{pullWait: 5 * time.Second, pinnedTTL: 15 * time.Second, beat: 2 * time.Second, memberTTL: 10 * time.Second,
-		leaseMargin: 10 * time.Second, actMargin: 2 * time.Second, pgPoll: 30 * time.Second, probeMin: time.Second}
+		leaseMargin: 10 * time.Second, actMargin: 2 * time.Second, pgPoll: 30 * time.Second, probeMin: time.Second,
+		prepare: 5 * time.Second}
 }
 
 // Options configure a [Manager].
@@ -303,7 +308,7 @@ func (m *Manager) beat(runCtx context.Context) error {
 	sent := time.Now()
 	pool := m.opts.Pool
 	host, _ := os.Hostname()
-	if err := store.DeliveryInstanceBeat(ctx, pool, m.id, host, os.Getpid()); err != nil {
+	if err := store.DeliveryInstanceBeat(ctx, pool, store.DeliveryInstance{ID: m.id, Host: host, PID: os.Getpid(), Endpoints: m.names}); err != nil {
 		m.lapse()
 		return fmt.Errorf("announce: %w", err)
 	}
@@ -313,6 +318,7 @@ func (m *Manager) beat(runCtx context.Context) error {
 		return fmt.Errorf("list instances: %w", err)
 	}
 	want := assign(members, m.id, m.names)
+	slices.Sort(want)
 	// A sender that is leaving keeps its lease until it is done; the
 	// others of this instance's share are renewed or taken.
 	m.mu.Lock()

@@ -168,7 +168,7 @@ func TestOrderedTakeoverKeepsKeyOrder(t *testing.T) {
 		}
 	}
 	o.enqueue(t, event{"order.delivered", "a", 4})
-	eventually(t, "a4 in EVENTS", func() bool { return o.js.StreamMsgs(t, "EVENTS") == 4 })
+	eventually(t, "a4 in EVENTS", func() bool { return o.js.StreamMsgs(t, "EVENTS") == 5 }) // and the warm-up
 	failing.Store(false)
 	o.start(t, e, nil)
 

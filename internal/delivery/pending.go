@@ -26,10 +26,10 @@ func (s *Sender) pgLoop(ctx context.Context, work *conc.WaitGroup) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if !warned {
-				s.log.Warn("delivery: read the deliveries Postgres tracks; retrying", "err", err, "retry_in", prepareRetry)
+				s.log.Warn("delivery: read the deliveries Postgres tracks; retrying", "err", err, "retry_in", s.m.t.prepare)
 				warned = true
 			}
-			d = prepareRetry
+			d = s.m.t.prepare
 		case err == nil:
 			warned = false
 		}

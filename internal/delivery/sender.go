@@ -60,9 +60,6 @@ const (
 	// one probe per probe interval, not an attempt and a Postgres row per
 	// event: its new events wait in EVENTS, their schedules not started.
 	breakerFailures = 5
-	// prepareRetry is the wait before trying again a delivery that could
-	// not be prepared (its body or its state could not be read).
-	prepareRetry = 5 * time.Second
 	// keyNap is the longest a key's worker sleeps for the key's next
 	// attempt; a longer wait leaves the key to the Postgres loop, so a
 	// thousand keys waiting for hours hold no goroutine.

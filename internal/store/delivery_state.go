@@ -141,21 +141,34 @@ func DeliveryEndpointList(ctx context.Context, q Querier) ([]DeliveryEndpoint, e
 	})
 }
 
-// DeliveryInstanceBeat announces instance id (host, pid) as running the
-// delivery role.
-func DeliveryInstanceBeat(ctx context.Context, q Querier, id, host string, pid int) error {
-	_, err := q.Exec(ctx, sqlDeliveryInstanceBeat, id, host, pid)
+// DeliveryInstance is an instance running the delivery role.
+type DeliveryInstance struct {
+	ID   string
+	Host string
+	PID  int
+	// Endpoints are the endpoints it is configured with.
+	Endpoints []string
+}
+
+// DeliveryInstanceBeat announces instance i as running the delivery
+// role.
+func DeliveryInstanceBeat(ctx context.Context, q Querier, i DeliveryInstance) error {
+	_, err := q.Exec(ctx, sqlDeliveryInstanceBeat, i.ID, i.Host, i.PID, i.Endpoints)
 	return err
 }
 
-// DeliveryInstanceList returns the ids of the delivery instances seen
-// within within, sorted.
-func DeliveryInstanceList(ctx context.Context, q Querier, within time.Duration) ([]string, error) {
+// DeliveryInstanceList returns the delivery instances seen within
+// within (their ids and endpoints), by id.
+func DeliveryInstanceList(ctx context.Context, q Querier, within time.Duration) ([]DeliveryInstance, error) {
 	rows, err := q.Query(ctx, sqlDeliveryInstanceList, within.Seconds())
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeliveryInstance, error) {
+		var i DeliveryInstance
+		err := r.Scan(&i.ID, &i.Endpoints)
+		return i, err
+	})
 }
 
 // DeliveryInstanceDelete removes instance id, and the rows of instances

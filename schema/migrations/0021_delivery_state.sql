@@ -28,13 +28,16 @@ CREATE TABLE hookbridge.delivery_endpoints (
     CHECK ((owner IS NULL) = (lease_until IS NULL))
 );
 
--- The instances running the delivery role, each announcing itself every
--- few seconds: every instance spreads the endpoints over the ones seen
--- lately by the same rule, so each knows its share.
+-- The instances running the delivery role, each announcing itself and
+-- the endpoints it is configured with every few seconds: every instance
+-- spreads each endpoint over the instances seen lately that have it, by
+-- the same rule, so each knows its share (a rolling change of the
+-- configuration never leaves an endpoint to an instance without it).
 CREATE TABLE hookbridge.delivery_instances (
     id         text        PRIMARY KEY,
     host       text        NOT NULL DEFAULT '',
     pid        integer     NOT NULL DEFAULT 0,
+    endpoints  text[]      NOT NULL DEFAULT '{}',
     started_at timestamptz NOT NULL DEFAULT now(),
     seen_at    timestamptz NOT NULL DEFAULT now()
 );
