@@ -563,3 +563,17 @@ func (m *Manager) reportOrphans(ctx context.Context) {
 	m.log.Warn("delivery: durables on EVENTS of endpoints no longer configured; delete them with `nats consumer rm EVENTS NAME` "+
 		"(a renamed endpoint reads from its new durable, starting at new events)", "durables", orphans)
 }
+
+// PoolConnections is how many Postgres connections the delivery role of
+// an instance with n endpoints wants in its pool: one held by the
+// listener, one for the beat, one for the recorder's batches of attempt
+// rows, and one per four endpoints for the off-happy-path statements (a
+// failed attempt's record, a dead letter, the deliveries Postgres tracks
+// coming due), which are short; the happy path uses none but the
+// recorder's.
+func PoolConnections(n int) int {
+	if n == 0 {
+		return 0
+	}
+	return 3 + max(2, (n+3)/4)
+}
