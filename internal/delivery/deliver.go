@@ -103,7 +103,7 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 	if !ok {
 		return notStarted, 0
 	}
-	s.noteResult(ctx, res)
+	s.noteResult(res)
 	switch {
 	case res.success():
 		s.succeeded(ctx, it)
@@ -333,7 +333,10 @@ func (s *Sender) retryDeadLetter(ctx context.Context, it *item, f failure) (outc
 // noteResult keeps the breaker and the endpoint's failing clock, and
 // disables the endpoint once it has failed every attempt for its
 // disable_after.
-func (s *Sender) noteResult(ctx context.Context, res result) {
+func (s *Sender) noteResult(res result) {
+	// Written whatever becomes of the sender meanwhile.
+	ctx, cancel := context.WithTimeout(s.m.hard, 10*time.Second)
+	defer cancel()
 	if res.success() {
 		s.mu.Lock()
 		s.fails = 0
@@ -379,8 +382,6 @@ func (s *Sender) autoDisable(ctx context.Context, since time.Time) {
 	}
 	s.disabled = true
 	s.mu.Unlock()
-	// The write below runs to its end whatever becomes of the sender.
-	ctx = context.WithoutCancel(ctx)
 	reason := "auto: every attempt failed since " + since.UTC().Format(time.RFC3339)
 	changed, err := disable(ctx, s.m.opts.Pool, s.m.opts.JS, s.e.Name, reason)
 	if err != nil {

@@ -330,13 +330,16 @@ func (m *Manager) beat(runCtx context.Context) error {
 	}
 	m.mu.Unlock()
 	// Only while NATS is reachable: an instance that cannot read lets
-	// its endpoints go to one that can.
-	var leases []store.DeliveryLease
-	if m.opts.JS.Conn().IsConnected() {
-		if leases, err = store.DeliveryEndpointLease(ctx, pool, m.id, renew, m.leaseTTL); err != nil {
-			m.lapse()
-			return fmt.Errorf("leases: %w", err)
-		}
+	// its endpoints go to one that can, once their leases run out (a
+	// reconnect of a moment changes nothing).
+	if !m.opts.JS.Conn().IsConnected() {
+		m.lapse()
+		return errors.New("NATS is not connected: the leases are not renewed")
+	}
+	leases, err := store.DeliveryEndpointLease(ctx, pool, m.id, renew, m.leaseTTL)
+	if err != nil {
+		m.lapse()
+		return fmt.Errorf("leases: %w", err)
 	}
 	held := map[string]string{}
 	m.mu.Lock()

@@ -95,6 +95,15 @@ func TestRequeueDeliversOnce(t *testing.T) {
 	if len(log) != 1 || log[0].id != d.EventID || log[0].status != "accepted" {
 		t.Fatalf("after the requeues the receiver saw %+v, want one accepted request with webhook-id %s", log, d.EventID)
 	}
+	// The event's history: every attempt, the dead letter and its requeue.
+	if n := o.db.AwaitCount(t, len(e.Retry)+1, "SELECT count(*) FROM hookbridge.delivery_attempts"); n != len(e.Retry)+1 {
+		t.Fatalf("attempt rows = %d, want %d", n, len(e.Retry)+1)
+	}
+	h, err := delivery.EventHistory(context.Background(), o.db.Pool, d.EventID)
+	if err != nil || len(h.Attempts) != len(e.Retry)+1 || len(h.DeadLetters) != 1 || h.DeadLetters[0].Resolution != "requeued" ||
+		h.DeadLetters[0].Requeues != 1 || len(h.Pending) != 0 {
+		t.Fatalf("history %+v %v", h, err)
+	}
 	if n := o.db.Count(t, "SELECT count(*) FROM hookbridge.delivery_pending"); n != 0 {
 		t.Fatalf("%d pending rows left", n)
 	}
@@ -211,6 +220,10 @@ func TestReplayToOneEndpoint(t *testing.T) {
 	bySubject, err := delivery.Replay(ctx, o.db.Pool, o.js.JS, e, delivery.ReplaySelector{Subject: "events.orders.b"}, true)
 	if err != nil || bySubject.Matched != 1 {
 		t.Fatalf("replay by subject %+v %v", bySubject, err)
+	}
+	byTime, err := delivery.Replay(ctx, o.db.Pool, o.js.JS, e, delivery.ReplaySelector{Since: time.Now().Add(-time.Hour), Until: time.Now().Add(time.Hour)}, true)
+	if err != nil || byTime.Matched != 3 {
+		t.Fatalf("replay by time %+v %v, want the 3 events (not the warm-up, which is not the endpoint's)", byTime, err)
 	}
 	eventually(t, "3 replays answered", func() bool { return len(rc.seen()) == 6 })
 	replayed := map[string]bool{}
