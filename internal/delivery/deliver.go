@@ -337,33 +337,36 @@ func (s *Sender) noteResult(res result) {
 	// Written whatever becomes of the sender meanwhile.
 	ctx, cancel := context.WithTimeout(s.m.hard, 10*time.Second)
 	defer cancel()
+	// The tracer hears of a change under the lock that makes it, so it
+	// hears of them in their order.
+	s.mu.Lock()
+	wasFailing := s.failing
+	s.failing = !res.success()
 	if res.success() {
-		s.mu.Lock()
 		s.fails = 0
-		wasFailing := s.failing
-		s.failing = false
-		s.mu.Unlock()
+	} else {
+		s.fails++
+	}
+	switch {
+	case wasFailing && !s.failing:
+		s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateEnabled})
+	case !wasFailing && s.failing:
+		s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateFailing})
+	}
+	s.mu.Unlock()
+	if res.success() {
 		if wasFailing {
 			// Once per recovery, not per success.
-			if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name, time.Now()); err != nil {
+			if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name); err != nil {
 				s.log.Warn("delivery: record the endpoint's recovery", "err", err)
 			}
-			s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateEnabled})
 		}
 		return
 	}
-	s.mu.Lock()
-	s.fails++
-	wasFailing := s.failing
-	s.failing = true
-	s.mu.Unlock()
 	since, failingFor, err := store.DeliveryEndpointFail(ctx, s.m.opts.Pool, s.e.Name)
 	if err != nil {
 		s.log.Warn("delivery: record the endpoint's failure", "err", err)
 		return
-	}
-	if !wasFailing {
-		s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateFailing})
 	}
 	if failingFor >= s.e.DisableAfter {
 		s.autoDisable(ctx, since)

@@ -121,9 +121,9 @@ func DeliveryEndpointFail(ctx context.Context, q Querier, endpoint string) (sinc
 }
 
 // DeliveryEndpointRecover stops endpoint's failing clock after an attempt
-// that succeeded at at (a clock started later stays).
-func DeliveryEndpointRecover(ctx context.Context, q Querier, endpoint string, at time.Time) error {
-	_, err := q.Exec(ctx, sqlDeliveryEndpointRecover, endpoint, at)
+// that succeeded.
+func DeliveryEndpointRecover(ctx context.Context, q Querier, endpoint string) error {
+	_, err := q.Exec(ctx, sqlDeliveryEndpointRecover, endpoint)
 	return err
 }
 
