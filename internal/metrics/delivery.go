@@ -44,7 +44,7 @@ func NewDelivery(r *Registry) (*Delivery, error) {
 		}, []string{"endpoint"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "delivery", Name: "dead_letters_total",
-			Help: "Deliveries that failed their endpoint's whole schedule (hookbridge.delivery_dead_letters).",
+			Help: "Deliveries that failed their endpoint's whole schedule (dead-lettered per endpoint).",
 		}, []string{"endpoint"}),
 		disabled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: Namespace, Subsystem: "delivery", Name: "endpoint_disabled_total",
