@@ -48,6 +48,10 @@ func (s *Sender) runKey(ctx context.Context, key string) {
 	for {
 		s.mu.Lock()
 		ks := s.keys[key]
+		if ks == nil {
+			s.mu.Unlock()
+			return
+		}
 		pg, gen := ks.pg, ks.gen
 		mem := slices.Clone(ks.mem)
 		s.mu.Unlock()

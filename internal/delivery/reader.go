@@ -33,6 +33,11 @@ import (
 // order. A reader that died holding messages lets the gate open ack_wait
 // after its last InProgress.
 
+// pullBytes bounds the bytes one pull brings in (the consumer side's
+// bound per partition): 256 events of a megabyte would be a quarter of a
+// gigabyte in memory.
+const pullBytes = 16 << 20
+
 func (s *Sender) read(ctx context.Context, work *conc.WaitGroup) {
 	delay := 100 * time.Millisecond
 	warned := false
@@ -54,10 +59,13 @@ func (s *Sender) read(ctx context.Context, work *conc.WaitGroup) {
 			// A heartbeat pull: renews the pin, takes nothing.
 			n, wait = 1, min(wait, time.Second)
 			opts = append(opts, jetstream.FetchMaxBytes(1))
-		} else if probe {
-			s.mu.Lock()
-			s.probeAt = time.Now()
-			s.mu.Unlock()
+		} else {
+			opts = append(opts, jetstream.FetchMaxBytes(pullBytes))
+			if probe {
+				s.mu.Lock()
+				s.probeAt = time.Now()
+				s.mu.Unlock()
+			}
 		}
 		opts = append(opts, jetstream.FetchMaxWait(wait))
 		batch, err := s.cons.Fetch(n, opts...)
