@@ -275,6 +275,12 @@ func (s *Sender) loadOnce(ctx context.Context) error {
 	}
 	pool, name := s.m.opts.Pool, s.e.Name
 	var pgKeys, dead []string
+	if !s.e.Ordered {
+		// Parked behind their key while the endpoint was ordered: due now.
+		if err := store.DeliveryPendingUnpark(ctx, pool, name); err != nil {
+			return fmt.Errorf("unpark: %w", err)
+		}
+	}
 	if s.e.Ordered {
 		var err error
 		if pgKeys, err = store.DeliveryPendingKeys(ctx, pool, name); err != nil {

@@ -95,7 +95,8 @@ func TestRetryLimitEndsInDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := dls[0]
-	if d.EventID != ids[0] || d.Attempts != len(e.Retry) || d.LastStatus != 502 || d.LastExcerpt != "receiver says no" || d.Subject != "events.orders.a" {
+	if d.EventID != ids[0] || d.Attempts != len(e.Retry) || d.LastStatus != 502 || d.LastExcerpt != "receiver says no" || d.Subject != "events.orders.a" ||
+		!d.HasPayload {
 		t.Fatalf("dead letter %+v", d)
 	}
 	if n := o.db.AwaitCount(t, len(e.Retry), "SELECT count(*) FROM hookbridge.delivery_attempts"); n != len(e.Retry) {

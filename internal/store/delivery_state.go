@@ -35,6 +35,7 @@ var (
 	sqlDeliveryPendingKeys         = load("delivery_pending_keys.sql")
 	sqlDeliveryPendingCount        = load("delivery_pending_count.sql")
 	sqlDeliveryPendingListForEvent = load("delivery_pending_list_for_event.sql")
+	sqlDeliveryPendingUnpark       = load("delivery_pending_unpark.sql")
 )
 
 // Endpoint states.
@@ -353,4 +354,11 @@ func DeliveryPendingListForEvent(ctx context.Context, q Querier, eventID string)
 		p.StreamSeq = uint64(seq)
 		return p, err
 	})
+}
+
+// DeliveryPendingUnpark makes the parked deliveries of endpoint due (it
+// no longer keeps order per key).
+func DeliveryPendingUnpark(ctx context.Context, q Querier, endpoint string) error {
+	_, err := q.Exec(ctx, sqlDeliveryPendingUnpark, endpoint)
+	return err
 }
