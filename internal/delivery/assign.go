@@ -10,8 +10,9 @@ import (
 
 // assign returns the endpoints instance self reads among members (self
 // has endpoints configured). Every instance computes the same answer
-// from the same list: each endpoint any member has goes, in name order,
-// to the member having it that ranks it highest (a hash of member and
+// from the same list: each endpoint any member has goes (those fewer
+// members have first, then by name) to the member having it that ranks
+// it highest (a hash of member and
 // endpoint) among those below their share (every endpoint over every
 // member, rounded up), or to the highest-ranked member having it when
 // all are at their share. So the shares are even, a member that joins or
@@ -38,7 +39,9 @@ func assign(members []store.DeliveryInstance, self string, endpoints []string) [
 	for e := range has {
 		names = append(names, e)
 	}
-	slices.Sort(names)
+	// The endpoints fewer members have go first, so those members keep
+	// room in their share for them.
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(len(has[a]), len(has[b])), cmp.Compare(a, b)) })
 	share := (len(names) + len(members) - 1) / len(members)
 	load := make(map[string]int, len(members))
 	var out []string
