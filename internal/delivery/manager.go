@@ -136,6 +136,9 @@ type Manager struct {
 	renewed map[string]time.Time // last renewal of each endpoint's lease, by this instance
 	running map[string]*senderRun
 	paused  map[string]bool // disabled endpoints whose durable this instance paused
+	// handovers are the stops under way (each releases its lease when
+	// its sender is done).
+	handovers conc.WaitGroup
 }
 
 type senderRun struct {
@@ -446,7 +449,7 @@ func (m *Manager) stopSender(name string, handOver bool) bool {
 	r.leaving = true
 	m.mu.Unlock()
 	r.cancel()
-	go func() {
+	m.handovers.Go(func() {
 		<-r.done
 		m.mu.Lock()
 		if m.running[name] == r {
@@ -458,7 +461,7 @@ func (m *Manager) stopSender(name string, handOver bool) bool {
 		}
 		m.log.Info("delivery: stopped reading endpoint", "endpoint", name, "instance", m.id)
 		poke(m.wake)
-	}()
+	})
 	return true
 }
 
@@ -493,6 +496,7 @@ func (m *Manager) stop() {
 	for _, r := range runs {
 		<-r.done
 	}
+	m.handovers.Wait()
 	if m.abandoned() {
 		return
 	}
