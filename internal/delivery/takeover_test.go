@@ -233,3 +233,75 @@ func TestFailingKeyWithManyLaterEventsHoldsOnlyItself(t *testing.T) {
 		t.Fatalf("%d deliveries left in Postgres", n)
 	}
 }
+
+// An instance that joins takes its share of the endpoints: the instance
+// that read them all hands one over (its attempts end, what it held goes
+// back in order, its lease is released) and the newcomer reads it; keys
+// stay in order across the handover, a failing one included.
+func TestJoiningInstanceTakesItsShare(t *testing.T) {
+	t.Parallel()
+	o, rc1, rc2 := newOrigin(t), newReceiver(t), newReceiver(t)
+	var fixed atomic.Bool
+	fail := func(_ int, ev event) int {
+		if ev.Key == "f" && ev.N == 1 && !fixed.Load() {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	rc1.setFail(fail)
+	rc2.setFail(fail)
+	e1, e2 := orderedEndpoint("one", rc1.url), orderedEndpoint("two", rc2.url)
+	e2.Subjects = e1.Subjects
+	o.instance(t, "first", nil, e1, e2)
+	eventually(t, "the first instance reads both", func() bool { return o.owner(t, "one") == "first" && o.owner(t, "two") == "first" })
+	var evs []event
+	for n := 1; n <= 5; n++ {
+		for _, k := range []string{"f", "k1", "k2"} {
+			evs = append(evs, event{"order.updated", k, n})
+		}
+	}
+	o.enqueue(t, evs...)
+	eventually(t, "f1 failing at both", func() bool {
+		count := func(rc *receiver) int {
+			n := 0
+			for _, s := range rc.seen() {
+				if s.ev.Key == "f" {
+					n++
+				}
+			}
+			return n
+		}
+		return count(rc1) >= 2 && count(rc2) >= 2
+	})
+	o.instance(t, "second", nil, e1, e2)
+	eventually(t, "one endpoint each", func() bool {
+		a, b := o.owner(t, "one"), o.owner(t, "two")
+		return a != "" && b != "" && a != b
+	})
+	moved := "one"
+	if o.owner(t, "two") == "second" {
+		moved = "two"
+	}
+	var evs2 []event
+	for n := 6; n <= 8; n++ {
+		for _, k := range []string{"f", "k1", "k2"} {
+			evs2 = append(evs2, event{"order.updated", k, n})
+		}
+	}
+	o.enqueue(t, evs2...)
+	fixed.Store(true)
+	for _, rc := range []*receiver{rc1, rc2} {
+		eventually(t, "every event stored", func() bool { return rc.stored(t) == 24 })
+		if n, _ := accepted(t, rc.seen()); n != 24 {
+			t.Fatalf("accepted %d, want 24", n)
+		}
+	}
+	rc := rc1
+	if moved == "two" {
+		rc = rc2
+	}
+	last := rc.seen()[len(rc.seen())-1]
+	if last.instance != "second" {
+		t.Fatalf("endpoint %s, handed over to the second instance, was last sent to by %s", moved, last.instance)
+	}
+}
