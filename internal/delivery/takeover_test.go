@@ -57,23 +57,42 @@ func (o *origin) owner(t *testing.T, endpoint string) string {
 	return ""
 }
 
-// accepted checks the receiver's log: per key, the events it accepted
-// (stored the first time) came in stream order; it returns how many it
-// accepted and how many requests it answered as duplicates.
+// accepted checks the receiver's log: per key, the events were stored in
+// stream order; it returns how many it stored and how many requests it
+// answered as duplicates. An event is stored by its request answered
+// accepted, or, when none was (its client gave up: an instance killed),
+// by its first request that reached the ingress.
 func accepted(t *testing.T, log []seen) (acceptedN, duplicates int) {
 	t.Helper()
-	last := map[string]int{}
-	for _, s := range log {
-		switch s.status {
-		case "accepted":
-			acceptedN++
-			if s.ev.N <= last[s.ev.Key] {
-				t.Errorf("key %s: event %d accepted after %d", s.ev.Key, s.ev.N, last[s.ev.Key])
+	storedAt := map[string]int{}
+	for i, s := range log {
+		if _, ok := storedAt[s.id]; !ok && s.status == "accepted" {
+			storedAt[s.id] = i
+		}
+	}
+	for i, s := range log {
+		if _, ok := storedAt[s.id]; !ok && s.reached && s.status != "duplicate" {
+			for _, later := range log[i+1:] {
+				if later.id == s.id && later.status == "duplicate" {
+					storedAt[s.id] = i
+					break
+				}
 			}
-			last[s.ev.Key] = s.ev.N
-		case "duplicate":
+		}
+	}
+	last := map[string]int{}
+	for i, s := range log {
+		if s.status == "duplicate" {
 			duplicates++
 		}
+		if at, ok := storedAt[s.id]; !ok || at != i {
+			continue
+		}
+		acceptedN++
+		if s.ev.N <= last[s.ev.Key] {
+			t.Errorf("key %s: event %d stored after %d", s.ev.Key, s.ev.N, last[s.ev.Key])
+		}
+		last[s.ev.Key] = s.ev.N
 	}
 	return acceptedN, duplicates
 }
