@@ -21,10 +21,12 @@ import (
 // JetStream, and the instance that reads an endpoint is told through a
 // notification.
 
-// Disable disables endpoint name: its reader stops sending (attempts in
-// flight end), its durable is paused, and its events wait, in EVENTS and
-// in Postgres, until it is enabled; nothing is lost. reason is recorded
-// ("manual" when empty). changed is false when it was disabled already.
+// Disable disables endpoint name (a configured endpoint's: the caller
+// checks the name against the configuration): its reader stops sending
+// (attempts in flight end), its durable is paused, and its events wait,
+// in EVENTS and in Postgres, until it is enabled; nothing is lost. reason
+// is recorded ("manual" when empty). changed is false when it was
+// disabled already.
 func Disable(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, name, reason string) (changed bool, err error) {
 	if reason == "" {
 		reason = "manual"
