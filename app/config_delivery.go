@@ -34,6 +34,7 @@ type EndpointConfig struct {
 	KeyHeader    string            `yaml:"key_header"`
 	Headers      map[string]string `yaml:"headers"`
 	AllowPrivate bool              `yaml:"allow_private"`
+	DisableAfter time.Duration     `yaml:"disable_after"`
 }
 
 // resolved returns the configured endpoints with their secrets read and
@@ -54,7 +55,7 @@ func (d DeliveryConfig) resolved(env Env) ([]delivery.Endpoint, error) {
 		}
 		e := delivery.Endpoint{Name: c.Name, URL: c.URL, Subjects: c.Subjects, Secrets: secrets,
 			Timeout: c.Timeout, Rate: c.Rate, Concurrency: c.Concurrency, Retry: c.Retry, Ordered: c.Ordered,
-			KeyHeader: c.KeyHeader, Headers: c.Headers, AllowPrivate: c.AllowPrivate}.WithDefaults()
+			KeyHeader: c.KeyHeader, Headers: c.Headers, AllowPrivate: c.AllowPrivate, DisableAfter: c.DisableAfter}.WithDefaults()
 		if err := e.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("delivery.endpoints[%d]: %w", i, err))
 			continue

@@ -27,6 +27,7 @@ delivery:
       rate: 5
       retry: [0s, 1s, 1m]
       headers: {X-Api-Version: "2"}
+      disable_after: 48h
     - name: internal
       url: http://10.0.0.1/hooks
       subjects: [events.>]
@@ -55,7 +56,7 @@ delivery:
 	e := eps[0]
 	if e.Name != "billing" || len(e.Secrets) != 2 || !e.Ordered || e.Rate != 5 || e.Timeout != delivery.DefaultTimeout ||
 		e.Concurrency != delivery.DefaultConcurrency || len(e.Retry) != 3 || e.Retry[2] != time.Minute ||
-		e.Headers["X-Api-Version"] != "2" || e.Subjects[0] != "events.billing.>" {
+		e.Headers["X-Api-Version"] != "2" || e.Subjects[0] != "events.billing.>" || e.DisableAfter != 48*time.Hour {
 		t.Fatalf("endpoint %+v", e)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/delivery"
+	"github.com/hookbridge/hookbridge/internal/metrics"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -15,8 +16,10 @@ import (
 // of "all" when endpoints are configured.
 const RoleDelivery = "delivery"
 
-// startDelivery starts one sender per configured endpoint in group. It
-// ensures EVENTS itself, since a delivery-only instance runs no relay.
+// startDelivery starts the delivery of the configured endpoints in group
+// (the endpoints are spread over the instances running the role, one
+// reader each). It ensures EVENTS itself, since a delivery-only instance
+// runs no relay.
 func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) error {
 	endpoints, err := s.cfg.Delivery.resolved(nil)
 	if err != nil {
@@ -28,13 +31,55 @@ func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) err
 	if _, err := stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions())); err != nil {
 		return fmt.Errorf("delivery: %w", err)
 	}
-	for _, e := range endpoints {
-		sender, err := delivery.NewSender(ctx, delivery.Options{Endpoint: e, JS: s.js, Pool: s.pool,
-			Sign: verify.SignStandard, Logger: s.log})
-		if err != nil {
-			return err
-		}
-		s.goRole(group, "delivery "+e.Name, sender.Run)
+	dm, err := metrics.NewDelivery(s.tel.metrics)
+	if err != nil {
+		return fmt.Errorf("delivery metrics: %w", err)
 	}
+	names := make([]string, 0, len(endpoints))
+	for _, e := range endpoints {
+		dm.InitEndpoint(e.Name, delivery.StatusClasses)
+		names = append(names, e.Name)
+	}
+	state := func(ctx context.Context) ([]metrics.EndpointState, []string, error) {
+		return deliveryState(ctx, s, endpoints, names)
+	}
+	if err := s.tel.metrics.Register(metrics.NewDeliveryCollector(state, 0)); err != nil {
+		return fmt.Errorf("delivery metrics: %w", err)
+	}
+	m, err := delivery.NewManager(delivery.Options{Endpoints: endpoints, JS: s.js, Pool: s.pool,
+		Sign: verify.SignStandard, Logger: s.log, Tracer: s.deliveryTracer(dm)})
+	if err != nil {
+		return err
+	}
+	s.goRole(group, "delivery", m.Run)
 	return nil
+}
+
+// deliveryState is what the delivery's scrape-time metrics report: each
+// endpoint's state and backlog as every instance sees it, and the
+// durables of endpoints no longer configured.
+func deliveryState(ctx context.Context, s *Server, endpoints []delivery.Endpoint, names []string) ([]metrics.EndpointState, []string, error) {
+	st, err := delivery.Status(ctx, s.pool, s.js, endpoints)
+	if err != nil {
+		return nil, nil, err
+	}
+	orphans, err := delivery.Orphans(ctx, s.js, names)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]metrics.EndpointState, 0, len(st))
+	for _, e := range st {
+		out = append(out, metrics.EndpointState{Name: e.Name, State: e.State, Pending: e.Pending, AckPending: e.AckPending,
+			Tracked: e.Tracked, DeadLetters: e.DeadLetters})
+	}
+	return out, orphans, nil
+}
+
+// deliveryPoolSize is what the delivery role adds to the Postgres pool
+// (delivery.PoolConnections).
+func (s *Server) deliveryPoolSize() int {
+	if !s.roles[RoleDelivery] {
+		return 0
+	}
+	return delivery.PoolConnections(len(s.cfg.Delivery.Endpoints))
 }

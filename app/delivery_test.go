@@ -5,11 +5,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
@@ -67,5 +71,97 @@ func TestDeliveryRoleDeliversTheOutbox(t *testing.T) {
 	defer mu.Unlock()
 	if len(ids) != 1 || ids[0] != "ord-1-created" || len(verr) != 0 {
 		t.Fatalf("receiver saw ids %v, verify errors %v", ids, verr)
+	}
+}
+
+// The delivery role is observed: a span per attempt, a child of the trace
+// the event carries, whose context the endpoint gets in traceparent; and
+// per-endpoint metrics: attempts by class, the state gauge, the backlog.
+func TestDeliveryIsObserved(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	var mu sync.Mutex
+	var traceparents []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		traceparents = append(traceparents, r.Header.Get("traceparent"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(recv.Close)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+
+	db := hookbridgetest.Postgres(t)
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
+		c.DatabaseURL = db.URL
+		c.Delivery.Endpoints = []EndpointConfig{{Name: "partner", URL: recv.URL, Subjects: stringList{"events.orders.>"},
+			Secrets: stringList{secret}, AllowPrivate: true}}
+	})
+	srv, err := NewServer(cfg, ordersHandlers(), []string{RoleRelay, RoleDelivery}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetTracerProvider(tp)
+	rs := startPrepared(t, srv)
+	hookbridgetest.Eventually(t, time.Minute, "the endpoint's consumer", func() bool {
+		_, err := rs.js.Consumer(context.Background(), "EVENTS", "delivery_partner")
+		return err == nil
+	})
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	err = pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
+		return publisher.Enqueue(context.Background(), tx, publisher.Message{ID: "ord-7", Subject: "events.orders.created",
+			Payload: []byte(`{"order_id":"7"}`), Header: map[string]string{"traceparent": "00-" + traceID + "-" + parentID + "-01"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_attempts WHERE status_code = 204"); n != 1 {
+		t.Fatalf("attempts = %d, want 1", n)
+	}
+	var span sdktrace.ReadOnlySpan
+	hookbridgetest.Eventually(t, time.Minute, "the attempt's span", func() bool {
+		for _, s := range rec.Ended() {
+			if s.Name() == spanDeliveryAttempt {
+				span = s
+				return true
+			}
+		}
+		return false
+	})
+	if span.Parent().TraceID().String() != traceID || span.Parent().SpanID().String() != parentID || span.SpanKind() != trace.SpanKindClient {
+		t.Fatalf("attempt span's parent %v (kind %v), want the event's %s/%s", span.Parent(), span.SpanKind(), traceID, parentID)
+	}
+	mu.Lock()
+	got := traceparents[0]
+	mu.Unlock()
+	if want := "00-" + traceID + "-" + span.SpanContext().SpanID().String() + "-01"; got != want {
+		t.Fatalf("endpoint got traceparent %q, want the attempt span's %q", got, want)
+	}
+	var body string
+	hookbridgetest.Eventually(t, time.Minute, "the delivery metrics", func() bool {
+		resp, err := http.Get("http://" + rs.addr + MetricsPath)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return strings.Contains(body, `hookbridge_delivery_attempts_total{class="2xx",endpoint="partner"} 1`)
+	})
+	for _, want := range []string{
+		`hookbridge_delivery_successes_total{endpoint="partner"} 1`,
+		`hookbridge_delivery_failures_total{class="5xx",endpoint="partner"} 0`,
+		`hookbridge_delivery_attempt_seconds_count{endpoint="partner"} 1`,
+		`hookbridge_delivery_endpoint_state{endpoint="partner",state="enabled"} 1`,
+		`hookbridge_delivery_endpoint_state{endpoint="partner",state="disabled"} 0`,
+		`hookbridge_delivery_backlog{endpoint="partner",where="postgres"} 0`,
+		`hookbridge_delivery_dead_letters{endpoint="partner"} 0`,
+		`hookbridge_delivery_info_up 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

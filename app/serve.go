@@ -646,7 +646,8 @@ func (s *Server) ingress() (*bridge.Handler, error) {
 // poolSize is the Postgres pool's size when the URL sets none
 // (pool_max_conns): a connection for every batch the consumers may apply
 // at once, plus a few for the relay, the conflict recorder, the failure
-// counters and the health checks. pgxpool's own default (the number of
+// counters and the health checks, and the delivery role's
+// (deliveryPoolSize). pgxpool's own default (the number of
 // CPUs, at least 4) would make the consumers' workers queue for
 // connections behind each other and the relay on small machines.
 func (s *Server) poolSize() int32 {
@@ -660,7 +661,7 @@ func (s *Server) poolSize() int32 {
 			}
 		}
 	}
-	return int32(n + 4)
+	return int32(n + 4 + s.deliveryPoolSize())
 }
 
 // consumers are the configured consumers, each with the options

@@ -16,7 +16,7 @@ import (
 // ownTables matches the names of hookbridge's own tables. The word
 // boundary keeps names that merely start like one (a span attribute such
 // as hookbridge.outbox_event_id) out.
-var ownTables = regexp.MustCompile(`\bhookbridge\.(inbox|outbox|outbox_rows|outbox_packs|conflicts|dead_letters|delivery_failures|delivery_attempts|delivery_dead_letters)\b`)
+var ownTables = regexp.MustCompile(`\bhookbridge\.(inbox|outbox|outbox_rows|outbox_packs|conflicts|dead_letters|delivery_failures|delivery_attempts|delivery_dead_letters|delivery_endpoints|delivery_instances|delivery_pending)\b`)
 
 // sqlHome is the one package that may hold SQL on those tables; schema
 // creates them in its migrations (.sql files, not Go).

@@ -139,15 +139,15 @@ func errorClass(ctx context.Context, err error) string {
 	case err == nil:
 		return ""
 	case errors.Is(err, ErrRefusedAddress):
-		return "refused_address"
+		return classRefused
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
+		return classTimeout
 	case ctx.Err() != nil:
-		return "canceled"
+		return classCanceled
 	case errors.As(err, new(*tls.CertificateVerificationError)):
-		return "tls"
+		return classTLS
 	default:
-		return "connect"
+		return classConnect
 	}
 }
 

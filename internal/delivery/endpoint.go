@@ -24,6 +24,11 @@ const (
 	DefaultConcurrency = 16
 	// MaxHeaderValue bounds an extra header's value.
 	MaxHeaderValue = 1024
+	// DefaultDisableAfter is how long an endpoint may fail every attempt
+	// before it is disabled: five days, as Svix. A receiver down over a
+	// long weekend keeps its endpoint; one gone for good stops costing
+	// attempts, and its events wait for it to be enabled again.
+	DefaultDisableAfter = 5 * 24 * time.Hour
 )
 
 // DefaultRetry is Svix's schedule: the delay before each attempt, the
@@ -49,10 +54,11 @@ type Endpoint struct {
 	// Timeout bounds one attempt (DefaultTimeout).
 	Timeout time.Duration
 	// Rate is the most requests per second to this endpoint, 0 for no
-	// limit. A limited endpoint has one reader across instances, so the
-	// limit holds whatever the number of instances.
+	// limit. Every endpoint has one reader across instances at a time, so
+	// the limit holds whatever the number of instances.
 	Rate float64
-	// Concurrency bounds attempts in flight at once (DefaultConcurrency).
+	// Concurrency bounds attempts in flight at once (DefaultConcurrency),
+	// across instances too.
 	Concurrency int
 	// Retry is the delay before each attempt, the first 0 (at once); its
 	// length is the number of attempts ([DefaultRetry]).
@@ -71,6 +77,9 @@ type Endpoint struct {
 	// or CGNAT addresses (an in-house receiver). Cloud metadata addresses
 	// stay refused.
 	AllowPrivate bool
+	// DisableAfter is how long the endpoint may fail every attempt before
+	// it is disabled ([DefaultDisableAfter]).
+	DisableAfter time.Duration
 }
 
 // WithDefaults returns e with zero fields set to their defaults.
@@ -83,6 +92,9 @@ func (e Endpoint) WithDefaults() Endpoint {
 	}
 	if len(e.Retry) == 0 {
 		e.Retry = DefaultRetry
+	}
+	if e.DisableAfter <= 0 {
+		e.DisableAfter = DefaultDisableAfter
 	}
 	return e
 }
@@ -125,8 +137,8 @@ func (e Endpoint) Validate() error {
 			return fail("secret #%d: %w", i+1, err)
 		}
 	}
-	if e.Timeout <= 0 || e.Concurrency <= 0 || len(e.Retry) == 0 {
-		return fail("timeout, concurrency and retry must be set (call WithDefaults)")
+	if e.Timeout <= 0 || e.Concurrency <= 0 || len(e.Retry) == 0 || e.DisableAfter <= 0 {
+		return fail("timeout, concurrency, retry and disable_after must be set (call WithDefaults)")
 	}
 	if e.Rate < 0 {
 		return fail("rate %v is negative", e.Rate)

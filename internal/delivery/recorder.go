@@ -32,13 +32,11 @@ func newRecorder(pool *pgxpool.Pool, log *slog.Logger) *recorder {
 	return &recorder{pool: pool, log: log, ch: make(chan store.DeliveryAttempt, 4*recordBatch)}
 }
 
-func (r *recorder) add(ctx context.Context, a store.DeliveryAttempt) {
-	select {
-	case r.ch <- a:
-	case <-ctx.Done():
-		// Stopping: this one row is lost rather than a shutdown held up
-		// by an unreachable database.
-	}
+// add queues a; a full queue makes the caller wait for the database
+// rather than grow without bound (the recorder outlives the senders, so
+// a stopping sender's last rows are written).
+func (r *recorder) add(a store.DeliveryAttempt) {
+	r.ch <- a
 }
 
 // run writes what is queued until ctx ends, then what is left.

@@ -1,7 +1,6 @@
 package delivery
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -9,12 +8,10 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc"
@@ -24,421 +21,475 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// Signer returns the Standard Webhooks signature ("v1,<base64>") of one
-// delivery with one secret. The application passes verify.SignStandard,
-// the project's one signer (internal packages may not import bridge).
-type Signer func(secret, id string, ts time.Time, body []byte) (string, error)
-
-// Standard Webhooks header names, as bridge/verify spells them.
-const (
-	HeaderID        = "Webhook-Id"
-	HeaderTimestamp = "Webhook-Timestamp"
-	HeaderSignature = "Webhook-Signature"
-)
-
-const (
-	// ackMargin is how much longer than one attempt's timeout a message
-	// stays delivered to this sender before JetStream redelivers it:
-	// room for recording the attempt and acking (a few ms on a healthy
-	// database; 5s on a slow one).
-	ackMargin = 5 * time.Second
-	// maxAckPending bounds the events of one endpoint out at once:
-	// waiting for a retry (unordered: a NakWithDelay is pending too) or,
-	// on an ordered endpoint, parked behind a failing event of their key.
-	// When a failing endpoint reaches it, only that endpoint waits.
-	maxAckPending = 1000
-	// maxRetryAfter caps a Retry-After so a receiver cannot park an event
-	// beyond the longest step of the default schedule.
-	maxRetryAfter = 10 * time.Hour
-	// priorityGroup is the group pinned endpoints' reads use.
-	priorityGroup = "delivery"
-	userAgent     = "hookbridge-delivery/1"
-)
+// A sender delivers one endpoint's events on the instance that holds the
+// endpoint's lease (manager.go). It reads the endpoint's durable on
+// EVENTS and keeps in memory only what is in flight or waiting a moment
+// for its turn: a delivery whose attempt failed moves to Postgres (its
+// attempt count and next attempt, hookbridge.delivery_pending) and its
+// message is acked, and on an ordered endpoint the later events of its
+// key are parked there behind it. So a restart or another instance
+// resumes each schedule where it was, a failing event holds no memory
+// and no place in the durable's max ack pending, and a failing key never
+// stops the endpoint's other keys. The body of a delivery Postgres
+// tracks is read again from EVENTS by stream sequence when it is due (a
+// requeued dead letter's from the dead letter).
 
 // ConsumerName is the durable on EVENTS of endpoint name.
 func ConsumerName(name string) string { return "delivery_" + name }
 
-// Options configure a [Sender].
-type Options struct {
-	Endpoint Endpoint
-	JS       jetstream.JetStream
-	Pool     *pgxpool.Pool
-	Sign     Signer
-	// Client is the HTTP client (default [NewClient] of the endpoint).
-	Client *http.Client
-	Logger *slog.Logger
+// ConsumerPrefix starts the name of every endpoint's durable.
+const ConsumerPrefix = "delivery_"
+
+const (
+	// ackMargin is how much longer than one attempt's timeout a message
+	// stays delivered to this sender before JetStream redelivers it: room
+	// for recording the attempt and acking.
+	ackMargin = 5 * time.Second
+	// priorityGroup is the priority group every endpoint's reads use.
+	priorityGroup = "delivery"
+	// pinHeader carries the pin id on messages of a pinned priority group.
+	pinHeader = "Nats-Pin-Id"
+	// orderedWindow bounds the messages an ordered endpoint holds in
+	// memory: in flight, or waiting for the event of their key in flight
+	// before them (a failing key's wait in Postgres instead). A hot key
+	// whose events fill it makes the endpoint's other keys wait until it
+	// drains, as the consumer side's partition window does.
+	orderedWindow = 256
+	// breakerFailures is how many attempts in a row must fail before the
+	// sender stops reading new events, so an endpoint that is down costs
+	// one probe per probe interval, not an attempt and a Postgres row per
+	// event: its new events wait in EVENTS, their schedules not started.
+	breakerFailures = 5
+	// keyNap is the longest a key's worker sleeps for the key's next
+	// attempt; a longer wait leaves the key to the Postgres loop, so a
+	// thousand keys waiting for hours hold no goroutine.
+	keyNap = time.Second
+	// gateLook bounds a pull's wait while a takeover gate is open, so it
+	// is looked at often.
+	gateLook = 500 * time.Millisecond
+)
+
+// item is one delivery the sender works on: a message JetStream holds
+// for it (live), or a row Postgres tracks.
+type item struct {
+	seq     uint64
+	key     string // ordered endpoints
+	eventID string
+	subject string
+	// Live deliveries: the latest delivery of the message (replaced when
+	// it is delivered again while held; guarded by Sender.mu), its
+	// delivery count and the fence epoch it arrived in.
+	msg   jetstream.Msg
+	nd    uint64
+	epoch uint64
+	// row is the delivery's row when Postgres tracks it.
+	row *store.DeliveryPending
+	// attempts is how many attempts failed so far.
+	attempts int
+	// inflight: an attempt of it started and it is not settled yet.
+	inflight bool
+	// failed is an attempt's failure not yet written to Postgres (the
+	// database was unreachable): it is written, not attempted again.
+	failed *failure
 }
 
-// Sender delivers the events of one endpoint. It reads EVENTS through the
-// endpoint's own durable, so nothing another endpoint does delays it.
-//
-// Across instances: an unordered endpoint without a rate limit is read by
-// every instance at once (JetStream hands each event to one of them). An
-// ordered or rate-limited endpoint is read by one instance at a time: its
-// consumer has a pinned priority group, so JetStream delivers to a single
-// pinned client and moves the pin only when that client stops pulling for
-// the ack wait. Order per key and the rate limit are then kept in one
-// process, and hold across instances as long as a reader that lost its pin
-// is really gone (a paused process that resumes after its pin moved can
-// send the events it still holds once more, in their order).
+// failure is an attempt's answer whose record is still to be written:
+// a failed attempt (delay before the next), or the last one (dead).
+type failure struct {
+	n     int
+	delay time.Duration
+	res   result
+	dead  bool
+	pl    payload
+}
+
+// keyState is one key of an ordered endpoint.
+type keyState struct {
+	// mem are the key's live deliveries held here, by stream sequence.
+	mem []*item
+	// pg says the key may have rows in Postgres, which come before mem;
+	// gen counts the times it was set, so a worker that found no rows
+	// clears it only if nothing set it since.
+	pg  bool
+	gen uint64
+	// running says a worker runs the key.
+	running bool
+}
+
+// Sender delivers one endpoint's events.
 type Sender struct {
 	e       Endpoint
-	js      jetstream.JetStream
-	pool    *pgxpool.Pool
-	sign    Signer
-	client  *http.Client
+	m       *Manager
 	log     *slog.Logger
+	client  *http.Client
 	cons    jetstream.Consumer
-	pinned  bool
 	ackWait time.Duration
 	limiter *rate.Limiter // nil: no limit
-	slots   chan struct{} // Concurrency attempts in flight
-	inHand  chan struct{} // unordered: messages being handled
-	rec     *recorder
-	hooks   testHooks
+	// rateAhead bounds what a rate-limited endpoint reads ahead: what the
+	// rate sends in half an ack wait.
+	rateAhead int
+	slots     chan struct{} // Concurrency attempts in flight
+	wakePG    chan struct{}
+	roomCh    chan struct{}
+	// leased reports whether this instance's lease on the endpoint still
+	// allows starting an attempt.
+	leased func() bool
+	// reload: the endpoint's rows in Postgres changed elsewhere.
+	reload atomic.Bool
 
-	// Ordered endpoints only: every event this sender holds (parked or
-	// being delivered) by stream sequence, kept alive with InProgress;
-	// per key, the events waiting behind the one being delivered; and,
-	// while a takeover window is open, the events read during it.
-	mu        sync.Mutex
-	held      map[uint64]*heldMsg
-	keys      map[string][]*heldMsg
+	mu sync.Mutex
+	// held are the live deliveries held here (in flight, waiting for a
+	// slot or for their key, or staged behind a takeover gate), by
+	// stream sequence.
+	held map[uint64]*item
+	// pgBusy are the Postgres rows being delivered (unordered).
+	pgBusy map[uint64]bool
+	keys   map[string]*keyState
+	// deadKeys are keys with a dead letter no later event has passed.
+	deadKeys map[string]bool
+	// epoch counts fences: a live delivery of an older epoch may have
+	// gone to another reader and is never attempted here.
+	epoch uint64
+	// gated stages the live deliveries (buffer) of an ordered endpoint
+	// until nothing older may be held elsewhere.
+	gated     bool
+	gateSince time.Time
+	gateLog   bool
+	buffer    []*item
 	pin       string
-	buffering bool
-	buffer    []*heldMsg
+	dseq      uint64
+	fails     int       // attempts failed in a row
+	probeAt   time.Time // the breaker's last probe
+	failing   bool      // the endpoint's failing clock runs
+	disabled  bool
+	stopping  bool
 }
 
-type testHooks struct {
-	// afterSend runs after an attempt's answer came and before anything
-	// is recorded or acked; true drops the message there, as a crash would.
-	afterSend func(eventID string, status int) bool
-}
-
-type heldMsg struct {
-	msg jetstream.Msg // the latest delivery of it (guarded by Sender.mu)
-	seq uint64
-	key string
-}
-
-// NewSender validates the endpoint and creates or updates its durable on
-// EVENTS. A new durable starts with the events published after it: an
-// endpoint added today is not sent yesterday's events.
-func NewSender(ctx context.Context, opts Options) (*Sender, error) {
-	e := opts.Endpoint.WithDefaults()
-	if err := e.Validate(); err != nil {
-		return nil, err
-	}
-	if opts.JS == nil || opts.Pool == nil || opts.Sign == nil {
-		return nil, errors.New("delivery: sender needs JetStream, a database pool and a signer")
-	}
+func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
 	s := &Sender{
-		e: e, js: opts.JS, pool: opts.Pool, sign: opts.Sign, client: opts.Client, log: opts.Logger,
-		pinned: e.Ordered || e.Rate > 0, ackWait: e.Timeout + ackMargin,
-		slots: make(chan struct{}, e.Concurrency), inHand: make(chan struct{}, 2*e.Concurrency),
-		held: map[uint64]*heldMsg{}, keys: map[string][]*heldMsg{},
+		e: e, m: m, log: m.log.With("endpoint", e.Name), ackWait: e.Timeout + ackMargin, leased: leased,
+		slots: make(chan struct{}, e.Concurrency), wakePG: make(chan struct{}, 1), roomCh: make(chan struct{}, 1),
+		held: map[uint64]*item{}, pgBusy: map[uint64]bool{}, keys: map[string]*keyState{}, deadKeys: map[string]bool{},
 	}
-	if s.client == nil {
-		s.client = NewClient(e)
-	}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	s.log = s.log.With("component", "delivery", "endpoint", e.Name)
-	s.rec = newRecorder(s.pool, s.log)
+	s.client = m.client(e)
 	if e.Rate > 0 {
 		// A burst of one: the partner's limit is a rate, not a bucket we
 		// may empty at once after a quiet minute.
 		s.limiter = rate.NewLimiter(rate.Limit(e.Rate), 1)
+		s.rateAhead = max(1, int(e.Rate*s.ackWait.Seconds()/2))
 	}
+	return s
+}
+
+// maxAckPending is the durable's bound on messages out at once: what the
+// reader holds, and as much again for a reader that died holding it
+// (until its ack wait runs out). Failing deliveries are not among them:
+// they are in Postgres.
+func (s *Sender) maxAckPending() int {
+	if s.e.Ordered {
+		return 2 * max(orderedWindow, s.e.Concurrency)
+	}
+	return max(64, 4*s.e.Concurrency)
+}
+
+// durableConfig is the endpoint's durable: a pinned priority group, so
+// JetStream delivers to one reader at a time, besides the lease.
+func (s *Sender) durableConfig(disabled bool) jetstream.ConsumerConfig {
 	cfg := jetstream.ConsumerConfig{
-		Durable:        ConsumerName(e.Name),
-		Description:    "hookbridge delivery to endpoint " + e.Name,
-		FilterSubjects: e.Subjects,
+		Durable:        ConsumerName(s.e.Name),
+		Description:    "hookbridge delivery to endpoint " + s.e.Name,
+		FilterSubjects: s.e.Subjects,
 		DeliverPolicy:  jetstream.DeliverNewPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        s.ackWait,
-		// Attempts are counted and ended by the sender (the retry
-		// schedule, then a dead letter); the server never drops one.
-		MaxDeliver:    -1,
-		MaxAckPending: maxAckPending,
+		// Attempts are counted and ended by the sender (the schedule,
+		// then a dead letter); the server never drops one.
+		MaxDeliver:     -1,
+		MaxAckPending:  s.maxAckPending(),
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{priorityGroup},
+		PinnedTTL:      s.m.t.pinnedTTL,
+		Metadata:       map[string]string{"hookbridge.endpoint": s.e.Name},
 	}
-	if s.pinned {
-		cfg.PriorityPolicy = jetstream.PriorityPolicyPinned
-		cfg.PriorityGroups = []string{priorityGroup}
-		cfg.PinnedTTL = s.ackWait
+	if disabled {
+		until := pausedUntil()
+		cfg.PauseUntil = &until
 	}
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, stream.Events, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("delivery %s: consumer %s on %s: %w", e.Name, cfg.Durable, stream.Events, err)
-	}
-	s.cons = cons
-	return s, nil
+	return cfg
 }
 
-// Endpoint is the sender's endpoint, defaults applied.
-func (s *Sender) Endpoint() Endpoint { return s.e }
+// pausedUntil is how long a disabled endpoint's durable is paused: until
+// it is enabled (a century stands for that).
+func pausedUntil() time.Time { return time.Now().AddDate(100, 0, 0).UTC() }
 
-// Run delivers until ctx is done, then stops reading, lets the attempts
-// in flight end (each bounded by the endpoint's timeout) and returns nil.
-func (s *Sender) Run(ctx context.Context) error {
-	// The recorder stops after the last attempt (defers run in reverse).
-	recCtx, recStop := context.WithCancel(context.WithoutCancel(ctx))
-	recDone := make(chan struct{})
-	go func() { defer close(recDone); s.rec.run(recCtx) }()
-	defer func() { recStop(); <-recDone }()
-	var wg conc.WaitGroup
-	defer wg.Wait()
-	ahead := 2 * s.e.Concurrency
-	if s.e.Rate > 0 {
-		// Read no more than the rate sends in half an ack wait, so no
-		// message waits in the client's buffer until it is redelivered.
-		ahead = max(1, min(ahead, int(s.e.Rate*s.ackWait.Seconds()/2)))
-	}
-	opts := []jetstream.PullConsumeOpt{
-		// Few messages ahead: what is fetched but not started still
-		// counts in max ack pending and waits behind this endpoint.
-		jetstream.PullMaxMessages(ahead),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				s.log.Warn("delivery read", "err", err)
-			}
-		}),
-	}
-	if s.pinned {
-		opts = append(opts, jetstream.PullPriorityGroup(priorityGroup))
-	}
-	cc, err := s.cons.Consume(func(m jetstream.Msg) { s.onMsg(ctx, &wg, m) }, opts...)
+// ensure creates or updates the endpoint's durable. A new durable starts
+// with the events published after it: an endpoint added today is not
+// sent yesterday's events.
+func (s *Sender) ensure(ctx context.Context) error {
+	cons, err := s.m.opts.JS.CreateOrUpdateConsumer(ctx, stream.Events, s.durableConfig(false))
 	if err != nil {
-		return fmt.Errorf("delivery %s: consume: %w", s.e.Name, err)
+		return fmt.Errorf("delivery %s: consumer %s on %s: %w", s.e.Name, ConsumerName(s.e.Name), stream.Events, err)
 	}
-	if s.e.Ordered {
-		wg.Go(func() { s.heartbeat(ctx) })
-	}
-	<-ctx.Done()
-	cc.Stop()
-	<-cc.Closed()
+	s.cons = cons
 	return nil
 }
 
-// onMsg is called for each message, one at a time.
-func (s *Sender) onMsg(ctx context.Context, wg *conc.WaitGroup, m jetstream.Msg) {
-	if ctx.Err() != nil {
-		return // stopping: leave it for redelivery
+// run delivers until ctx ends, then stops reading, lets the attempts in
+// flight end (each bounded by the endpoint's timeout), hands back what it
+// holds (naks, in stream order) and gives its pin up.
+func (s *Sender) run(ctx context.Context) {
+	if !s.load(ctx) {
+		return
+	}
+	var work conc.WaitGroup
+	work.Go(func() { s.heartbeat(ctx) })
+	work.Go(func() { s.pgLoop(ctx, &work) })
+	s.read(ctx, &work)
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	work.Wait()
+	s.drain()
+}
+
+// load reads what Postgres says of the endpoint before anything is read:
+// the keys with deliveries in Postgres (their later events wait behind
+// those), the keys with an unpassed dead letter, whether it is failing.
+// It retries until it succeeds or ctx ends (false).
+func (s *Sender) load(ctx context.Context) bool {
+	for delay := 250 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		err := s.loadOnce(ctx)
+		if err == nil {
+			return true
+		}
+		s.log.Warn("delivery: read the endpoint's state; retrying", "err", err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return false
+		}
+	}
+}
+
+func (s *Sender) loadOnce(ctx context.Context) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	pool, name := s.m.opts.Pool, s.e.Name
+	var pgKeys, dead []string
+	if !s.e.Ordered {
+		// Parked behind their key while the endpoint was ordered: due now.
+		if err := store.DeliveryPendingUnpark(ctx, pool, name); err != nil {
+			return fmt.Errorf("unpark: %w", err)
+		}
 	}
 	if s.e.Ordered {
-		s.dispatchOrdered(ctx, wg, m)
-		return
-	}
-	// Twice Concurrency messages in hand: while some wait for their
-	// ack to be confirmed or their record to be queued, others use the
-	// HTTP slots.
-	select {
-	case s.inHand <- struct{}{}:
-	case <-ctx.Done():
-		return
-	}
-	wg.Go(func() {
-		defer func() { <-s.inHand }()
-		s.deliverUnordered(ctx, m)
-	})
-}
-
-// deliverUnordered makes one attempt and leaves the retry to JetStream
-// (NakWithDelay), so a failing event holds no memory and no slot.
-func (s *Sender) deliverUnordered(ctx context.Context, m jetstream.Msg) {
-	md, err := m.Metadata()
-	if err != nil {
-		s.log.Warn("delivery: message without metadata", "err", err)
-		_ = m.Term()
-		return
-	}
-	n := int(md.NumDelivered)
-	res, ok := s.attempt(ctx, m, md, n)
-	if !ok {
-		return
-	}
-	switch {
-	case res.success():
-		s.ack(ctx, m)
-	case n < len(s.e.Retry):
-		if err := m.NakWithDelay(s.nextDelay(n, res)); err != nil {
-			s.log.Warn("delivery: nak", "seq", md.Sequence.Stream, "err", err)
+		var err error
+		if pgKeys, err = store.DeliveryPendingKeys(ctx, pool, name); err != nil {
+			return fmt.Errorf("pending keys: %w", err)
 		}
-	case !s.deadLetter(ctx, m, md, n, res):
-		// Offered again a little later rather than dropped unrecorded.
-		_ = m.NakWithDelay(deadLetterRetry)
+		if dead, err = store.DeliveryDeadLetterKeys(ctx, pool, name); err != nil {
+			return fmt.Errorf("dead letter keys: %w", err)
+		}
+	}
+	rows, err := store.DeliveryEndpointList(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("endpoint state: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range pgKeys {
+		ks := s.keyLocked(k)
+		ks.pg = true
+		ks.gen++
+	}
+	for _, k := range dead {
+		s.deadKeys[k] = true
+	}
+	for _, r := range rows {
+		if r.Name == name {
+			s.failing = r.FailingSince != nil
+		}
+	}
+	return nil
+}
+
+// poked is called when the endpoint's rows in Postgres changed
+// elsewhere (a requeue, a replay): the Postgres loop reads its keys again
+// and looks at once.
+func (s *Sender) poked() {
+	s.reload.Store(true)
+	poke(s.wakePG)
+}
+
+// reloadKeys reads again which keys have rows in Postgres (ordered).
+func (s *Sender) reloadKeys(ctx context.Context) error {
+	if !s.e.Ordered || !s.reload.Swap(false) {
+		return nil
+	}
+	keys, err := store.DeliveryPendingKeys(ctx, s.m.opts.Pool, s.e.Name)
+	if err != nil {
+		s.reload.Store(true)
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range keys {
+		ks := s.keyLocked(k)
+		if !ks.pg {
+			ks.pg = true
+			ks.gen++
+		}
+	}
+	return nil
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
-// nextDelay is the wait before attempt n+1 after attempt n failed with
-// res: the schedule's step, or a longer Retry-After of a 429 or 503.
-func (s *Sender) nextDelay(n int, res result) time.Duration {
-	d := s.e.Retry[min(n, len(s.e.Retry)-1)]
-	if res.status == http.StatusTooManyRequests || res.status == http.StatusServiceUnavailable {
-		d = max(d, min(res.retryAfter, maxRetryAfter))
+// sleep waits d, or less when ctx ends first (false then).
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
 	}
-	return d
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
-func (s *Sender) ack(ctx context.Context, m jetstream.Msg) {
-	// A confirmed ack: a lost one would send the event again (the
-	// receiver dedups by webhook-id, but each resend is a wasted call).
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+// keyOf is a message's ordering key on an ordered endpoint.
+func (s *Sender) keyOf(h nats.Header, subject string) string { return endpointKey(&s.e, h, subject) }
+
+func (s *Sender) keyLocked(k string) *keyState {
+	ks := s.keys[k]
+	if ks == nil {
+		ks = &keyState{}
+		s.keys[k] = ks
+	}
+	return ks
+}
+
+// heartbeat keeps every live delivery held here delivered to this sender:
+// three InProgress per ack wait, so one lost to a slow moment does not
+// let it expire.
+func (s *Sender) heartbeat(ctx context.Context) {
+	t := time.NewTicker(s.ackWait / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		msgs := make([]jetstream.Msg, 0, len(s.held))
+		for _, it := range s.held {
+			msgs = append(msgs, it.msg)
+		}
+		s.mu.Unlock()
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+	}
+}
+
+// release forgets a live delivery held here (before its ack, nak or term
+// leaves: a takeover gate counts what is held here against what
+// JetStream counts unacked, and must never see fewer unacked than held)
+// and returns its latest message, nil when it was not held (a fence
+// dropped it).
+func (s *Sender) release(it *item) jetstream.Msg {
+	if it.msg == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[it.seq] != it {
+		return nil
+	}
+	delete(s.held, it.seq)
+	poke(s.roomCh)
+	return it.msg
+}
+
+// ack acks a delivery held here, confirmed: a lost ack would send the
+// event again (the receiver dedups by webhook-id, but each resend is a
+// wasted call).
+func (s *Sender) ack(it *item) {
+	m := s.release(it)
+	if m == nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(s.m.hard, 5*time.Second)
 	defer cancel()
 	if err := m.DoubleAck(actx); err != nil {
-		s.log.Warn("delivery: ack", "err", err)
+		s.log.Warn("delivery: ack", "seq", it.seq, "err", err)
 	}
 }
 
-// deadLetterRetry is the wait before recording a dead letter again after
-// the database refused it.
-const deadLetterRetry = 30 * time.Second
+// nak hands a live delivery back to JetStream, after delay.
+func (s *Sender) nak(it *item, delay time.Duration) {
+	m := s.release(it)
+	if m == nil || s.m.abandoned() {
+		return
+	}
+	if err := m.NakWithDelay(delay); err != nil {
+		s.log.Debug("delivery: nak", "seq", it.seq, "err", err)
+	}
+}
 
-// deadLetter records the event in the endpoint's error queue, then ends
-// its delivery (Term). It reports false, the message untouched, when the
-// insert failed.
-func (s *Sender) deadLetter(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, n int, res result) bool {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+// drain hands back, in stream order, what is still held once the
+// workers are done, and gives the pin up so the next reader gets it now.
+func (s *Sender) drain() {
+	s.mu.Lock()
+	items := make([]*item, 0, len(s.held))
+	for _, it := range s.held {
+		items = append(items, it)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(items, func(a, b *item) int { return cmp.Compare(a.seq, b.seq) })
+	for _, it := range items {
+		s.nak(it, 0)
+	}
+	s.unpin()
+}
+
+// unpin gives the durable's pin up when this sender holds it, so the
+// next reader is pinned at once rather than after the pin's TTL.
+func (s *Sender) unpin() {
+	s.mu.Lock()
+	pin := s.pin
+	s.mu.Unlock()
+	if pin == "" || s.cons == nil || s.m.abandoned() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	err := store.DeliveryDeadLetterInsert(dctx, s.pool, store.DeliveryDeadLetter{
-		Endpoint: s.e.Name, EventID: eventID(m, md), Subject: m.Subject(), StreamSeq: md.Sequence.Stream,
-		Attempts: n, LastStatus: res.status, LastErrorClass: res.class, LastExcerpt: res.excerpt,
-	})
+	info, err := s.cons.Info(ctx)
+	if err != nil || !slices.ContainsFunc(info.PriorityGroups, func(pg jetstream.PriorityGroupState) bool { return pg.PinnedClientID == pin }) {
+		return
+	}
+	st, err := s.m.opts.JS.Stream(ctx, stream.Events)
 	if err != nil {
-		s.log.Error("delivery: record dead letter; retrying", "seq", md.Sequence.Stream, "retry_in", deadLetterRetry, "err", err)
-		return false
+		return
 	}
-	s.log.Warn("delivery dead-lettered", "event_id", eventID(m, md), "attempts", n, "last_status", res.status, "error_class", res.class)
-	if err := m.TermWithReason("delivery schedule spent"); err != nil {
-		s.log.Warn("delivery: term", "err", err)
+	if err := st.UnpinConsumer(ctx, ConsumerName(s.e.Name), priorityGroup); err != nil {
+		s.log.Debug("delivery: unpin", "err", err)
 	}
-	return true
 }
 
-// result is one attempt's outcome.
-type result struct {
-	status     int
-	class      string
-	excerpt    string
-	retryAfter time.Duration
-	duration   time.Duration
+// mayStartLocked says whether an attempt of it may start now: the
+// sender is not stopping, the endpoint is enabled, the lease allows it,
+// and a live delivery was not fenced off.
+func (s *Sender) mayStartLocked(ctx context.Context, it *item) bool {
+	return ctx.Err() == nil && !s.stopping && !s.disabled && s.leased() && (it.msg == nil || it.epoch == s.epoch)
 }
 
-func (r result) success() bool { return r.status >= 200 && r.status < 300 && r.class == "" }
-
-// attempt posts m once as attempt n and records it. ok is false when the
-// sender is stopping (or a test dropped the message): the caller then
-// leaves the message as it is.
-func (s *Sender) attempt(ctx context.Context, m jetstream.Msg, md *jetstream.MsgMetadata, n int) (result, bool) {
-	if s.limiter != nil {
-		if err := s.limiter.Wait(ctx); err != nil {
-			return result{}, false
-		}
-		// The wait may have been long: restart the ack wait so the
-		// attempt has its whole timeout before JetStream redelivers.
-		_ = m.InProgress()
-	}
-	id := eventID(m, md)
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return result{}, false
-	}
-	res := s.post(ctx, m, id)
-	<-s.slots
-	if ctx.Err() != nil && res.class == "canceled" {
-		return res, false
-	}
-	if h := s.hooks.afterSend; h != nil && h(id, res.status) {
-		return res, false
-	}
-	if !res.success() && res.class == "" {
-		res.class = "status"
-	}
-	s.rec.add(ctx, store.DeliveryAttempt{
-		Endpoint: s.e.Name, EventID: id, Subject: m.Subject(), StreamSeq: md.Sequence.Stream, Attempt: n,
-		StatusCode: res.status, ErrorClass: res.class, Excerpt: res.excerpt, Duration: res.duration,
-	})
-	return res, true
-}
-
-// post sends one signed request.
-func (s *Sender) post(ctx context.Context, m jetstream.Msg, id string) result {
-	body := m.Data()
-	ts := time.Now()
-	sigs := make([]string, 0, len(s.e.Secrets))
-	for _, secret := range s.e.Secrets {
-		sig, err := s.sign(secret, id, ts, body)
-		if err != nil {
-			// Validate checked the secrets' form; this is a bug, not input.
-			return result{class: "sign"}
-		}
-		sigs = append(sigs, sig)
-	}
-	actx, cancel := context.WithTimeout(ctx, s.e.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, s.e.URL, bytes.NewReader(body))
-	if err != nil {
-		return result{class: "request"}
-	}
-	for k, v := range s.e.Headers {
-		req.Header.Set(k, v)
-	}
-	ct := m.Headers().Get("Content-Type")
-	if ct == "" {
-		ct = "application/json"
-	}
-	req.Header.Set("Content-Type", ct)
-	req.Header.Set("User-Agent", userAgent)
-	if tp := m.Headers().Get("traceparent"); tp != "" {
-		req.Header.Set("traceparent", tp)
-	}
-	req.Header.Set(HeaderID, id)
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts.Unix(), 10))
-	req.Header.Set(HeaderSignature, strings.Join(sigs, " "))
-	start := time.Now()
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return result{class: errorClass(actx, err), duration: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	res := result{status: resp.StatusCode, excerpt: readExcerpt(resp.Body)}
-	res.duration = time.Since(start)
-	if actx.Err() != nil {
-		// The answer came but its body did not within the timeout.
-		res.class = "timeout"
-	}
-	res.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-	return res
-}
-
-// eventID is the webhook-id: the message's Nats-Msg-Id, which the relay
-// sets to the outbox message's id, so every attempt and every redelivery
-// carries the same one. A message published without one (not by the
-// relay) gets one from its stream sequence, stable as well.
-func eventID(m jetstream.Msg, md *jetstream.MsgMetadata) string {
-	if id := m.Headers().Get(nats.MsgIdHdr); id != "" {
-		return id
-	}
-	return "evt_seq_" + strconv.FormatUint(md.Sequence.Stream, 10)
-}
-
-// parseRetryAfter reads seconds or an HTTP date; 0 when absent or bad.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	if v == "" {
-		return 0
-	}
-	if secs, err := strconv.Atoi(v); err == nil && secs > 0 {
-		return time.Duration(secs) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// sortHeld orders events by stream sequence.
-func sortHeld(hs []*heldMsg) {
-	slices.SortFunc(hs, func(a, b *heldMsg) int { return cmp.Compare(a.seq, b.seq) })
-}
+var errGone = errors.New("the event is no longer in EVENTS")

@@ -2,16 +2,26 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
 var (
-	sqlDeliveryAttemptInsert       = load("delivery_attempt_insert.sql")
-	sqlDeliveryAttemptListForEvent = load("delivery_attempt_list_for_event.sql")
-	sqlDeliveryDeadLetterInsert    = load("delivery_dead_letter_insert.sql")
-	sqlDeliveryDeadLetterList      = load("delivery_dead_letter_list.sql")
+	sqlDeliveryAttemptInsert         = load("delivery_attempt_insert.sql")
+	sqlDeliveryAttemptListForEvent   = load("delivery_attempt_list_for_event.sql")
+	sqlDeliveryAttemptListRecent     = load("delivery_attempt_list_recent.sql")
+	sqlDeliveryDeadLetterInsert      = load("delivery_dead_letter_insert.sql")
+	sqlDeliveryDeadLetterFind        = load("delivery_dead_letter_find.sql")
+	sqlDeliveryDeadLetterBody        = load("delivery_dead_letter_body.sql")
+	sqlDeliveryDeadLetterRequeue     = load("delivery_dead_letter_requeue.sql")
+	sqlDeliveryDeadLetterDiscard     = load("delivery_dead_letter_discard.sql")
+	sqlDeliveryDeadLetterPass        = load("delivery_dead_letter_pass.sql")
+	sqlDeliveryDeadLetterKeys        = load("delivery_dead_letter_keys.sql")
+	sqlDeliveryDeadLetterCount       = load("delivery_dead_letter_count.sql")
+	sqlDeliveryDeadLetterRedelivered = load("delivery_dead_letter_redelivered.sql")
 )
 
 // DeliveryAttempt is one row of hookbridge.delivery_attempts: one HTTP
@@ -39,26 +49,46 @@ func DeliveryAttemptInsert(ctx context.Context, q Querier, a DeliveryAttempt) er
 	return err
 }
 
+// QueueDeliveryAttemptInsert adds the insert of a to b, for recording
+// many attempts in one transaction.
+func QueueDeliveryAttemptInsert(b *pgx.Batch, a DeliveryAttempt) {
+	b.Queue(sqlDeliveryAttemptInsert, a.Endpoint, a.EventID, a.Subject, int64(a.StreamSeq),
+		a.Attempt, a.StatusCode, a.ErrorClass, a.Excerpt, a.Duration.Milliseconds())
+}
+
 // DeliveryAttemptListForEvent returns the attempts of event id on
-// endpoint, oldest first.
+// endpoint ("": on every endpoint), by endpoint, oldest first.
 func DeliveryAttemptListForEvent(ctx context.Context, q Querier, endpoint, eventID string) ([]DeliveryAttempt, error) {
 	rows, err := q.Query(ctx, sqlDeliveryAttemptListForEvent, endpoint, eventID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeliveryAttempt, error) {
-		var a DeliveryAttempt
-		var seq int64
-		var ms int
-		err := r.Scan(&a.Endpoint, &a.EventID, &a.Subject, &seq, &a.Attempt, &a.StatusCode, &a.ErrorClass,
-			&a.Excerpt, &ms, &a.AttemptedAt)
-		a.StreamSeq = uint64(seq)
-		a.Duration = time.Duration(ms) * time.Millisecond
-		return a, err
-	})
+	return pgx.CollectRows(rows, scanDeliveryAttempt)
 }
 
-// DeliveryDeadLetter is one row of hookbridge.delivery_dead_letters.
+// DeliveryAttemptListRecent returns endpoint's latest limit attempts,
+// newest first.
+func DeliveryAttemptListRecent(ctx context.Context, q Querier, endpoint string, limit int) ([]DeliveryAttempt, error) {
+	rows, err := q.Query(ctx, sqlDeliveryAttemptListRecent, endpoint, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanDeliveryAttempt)
+}
+
+func scanDeliveryAttempt(r pgx.CollectableRow) (DeliveryAttempt, error) {
+	var a DeliveryAttempt
+	var seq int64
+	var ms int
+	err := r.Scan(&a.Endpoint, &a.EventID, &a.Subject, &seq, &a.Attempt, &a.StatusCode, &a.ErrorClass,
+		&a.Excerpt, &ms, &a.AttemptedAt)
+	a.StreamSeq = uint64(seq)
+	a.Duration = time.Duration(ms) * time.Millisecond
+	return a, err
+}
+
+// DeliveryDeadLetter is one row of hookbridge.delivery_dead_letters: a
+// delivery that failed its endpoint's whole schedule.
 type DeliveryDeadLetter struct {
 	ID        int64  `json:"id"`
 	Endpoint  string `json:"endpoint"`
@@ -67,24 +97,72 @@ type DeliveryDeadLetter struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	Attempts  int    `json:"attempts"`
 	// LastStatus is the last attempt's HTTP status, 0 when it had none.
-	LastStatus     int       `json:"last_status,omitempty"`
-	LastErrorClass string    `json:"last_error_class,omitempty"`
-	LastExcerpt    string    `json:"last_excerpt,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
+	LastStatus     int    `json:"last_status,omitempty"`
+	LastErrorClass string `json:"last_error_class,omitempty"`
+	LastExcerpt    string `json:"last_excerpt,omitempty"`
+	// Payload and Headers are what a requeue sends (written with the row,
+	// not read by [DeliveryDeadLetterFind]: see [DeliveryDeadLetterBody]).
+	Payload []byte            `json:"-"`
+	Headers map[string]string `json:"-"`
+	// HasPayload says whether the row keeps the body (rows written before
+	// bodies were kept do not; their requeue reads EVENTS).
+	HasPayload bool `json:"has_payload"`
+	// OrderingKey is the key on an ordered endpoint, "" otherwise.
+	OrderingKey string    `json:"ordering_key,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	// ResolvedAt and Resolution ("requeued", "discarded") are set once
+	// an operator acted on it.
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	Resolution string     `json:"resolution,omitempty"`
+	// PassedAt is when a later event of its key was first sent (ordered
+	// endpoints): a requeue then needs the out-of-order flag.
+	PassedAt *time.Time `json:"passed_at,omitempty"`
+	// Requeues counts the requeues; RedeliveredAt is when the last one's
+	// delivery succeeded.
+	Requeues      int        `json:"requeues,omitempty"`
+	RedeliveredAt *time.Time `json:"redelivered_at,omitempty"`
 }
 
-// DeliveryDeadLetterInsert records d; the same (endpoint, stream seq)
-// again refreshes an unresolved row.
-func DeliveryDeadLetterInsert(ctx context.Context, q Querier, d DeliveryDeadLetter) error {
-	_, err := q.Exec(ctx, sqlDeliveryDeadLetterInsert, d.Endpoint, d.EventID, d.Subject, int64(d.StreamSeq),
-		d.Attempts, d.LastStatus, d.LastErrorClass, d.LastExcerpt)
-	return err
+// QueueDeliveryDeadLetterInsert adds the insert of d to b (a dead
+// letter is written in the transaction that ends its pending delivery).
+// The same (endpoint, stream sequence) again reopens and refreshes the
+// row.
+func QueueDeliveryDeadLetterInsert(b *pgx.Batch, d DeliveryDeadLetter) {
+	var headers []byte
+	if len(d.Headers) > 0 {
+		headers, _ = json.Marshal(d.Headers) // a map of strings: never fails
+	}
+	b.Queue(sqlDeliveryDeadLetterInsert, d.Endpoint, d.EventID, d.Subject, int64(d.StreamSeq),
+		d.Attempts, d.LastStatus, d.LastErrorClass, d.LastExcerpt, d.Payload, headers, d.OrderingKey)
 }
 
-// DeliveryDeadLetterList returns up to limit unresolved dead letters of
-// endpoint, oldest first.
-func DeliveryDeadLetterList(ctx context.Context, q Querier, endpoint string, limit int) ([]DeliveryDeadLetter, error) {
-	rows, err := q.Query(ctx, sqlDeliveryDeadLetterList, endpoint, limit)
+// DeliveryDeadLetterFilter selects dead letters; zero fields select any.
+type DeliveryDeadLetterFilter struct {
+	IDs      []int64
+	Endpoint string
+	EventID  string
+	Subject  string
+	// Since and Until bound when the rows were written ([Since, Until)).
+	Since, Until time.Time
+	// Resolved includes requeued and discarded rows.
+	Resolved bool
+	// Limit bounds the rows (0: 1000).
+	Limit int
+}
+
+// DeliveryDeadLetterFind returns the dead letters f selects, oldest
+// first, without their bodies.
+func DeliveryDeadLetterFind(ctx context.Context, q Querier, f DeliveryDeadLetterFilter) ([]DeliveryDeadLetter, error) {
+	var ids []int64
+	if f.IDs != nil {
+		ids = f.IDs
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterFind, ids, f.Endpoint, f.EventID, f.Subject,
+		optionalTime(f.Since), optionalTime(f.Until), f.Resolved, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -92,15 +170,111 @@ func DeliveryDeadLetterList(ctx context.Context, q Querier, endpoint string, lim
 		var d DeliveryDeadLetter
 		var seq int64
 		err := r.Scan(&d.ID, &d.Endpoint, &d.EventID, &d.Subject, &seq, &d.Attempts, &d.LastStatus,
-			&d.LastErrorClass, &d.LastExcerpt, &d.CreatedAt)
+			&d.LastErrorClass, &d.LastExcerpt, &d.OrderingKey, &d.CreatedAt, &d.ResolvedAt, &d.Resolution,
+			&d.PassedAt, &d.Requeues, &d.RedeliveredAt, &d.HasPayload)
 		d.StreamSeq = uint64(seq)
 		return d, err
 	})
 }
 
-// QueueDeliveryAttemptInsert adds the insert of a to b, for recording
-// many attempts in one transaction.
-func QueueDeliveryAttemptInsert(b *pgx.Batch, a DeliveryAttempt) {
-	b.Queue(sqlDeliveryAttemptInsert, a.Endpoint, a.EventID, a.Subject, int64(a.StreamSeq),
-		a.Attempt, a.StatusCode, a.ErrorClass, a.Excerpt, a.Duration.Milliseconds())
+func optionalTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// DeliveryDeadLetterBody returns what a requeue of dead letter id sends:
+// its body (nil when the row keeps none) and headers. ok is false when
+// there is no such row.
+func DeliveryDeadLetterBody(ctx context.Context, q Querier, id int64) (payload []byte, headers map[string]string, ok bool, err error) {
+	var raw []byte
+	err = q.QueryRow(ctx, sqlDeliveryDeadLetterBody, id).Scan(&payload, &raw)
+	if err == pgx.ErrNoRows {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &headers); err != nil {
+			return nil, nil, false, fmt.Errorf("dead letter %d headers: %w", id, err)
+		}
+	}
+	return payload, headers, true, nil
+}
+
+// DeliveryDeadLetterRequeue requeues the unresolved dead letters ids
+// (those passed by a later event of their key only when outOfOrder) and
+// returns the ids it requeued: each once, however many requeues race.
+func DeliveryDeadLetterRequeue(ctx context.Context, q Querier, ids []int64, outOfOrder bool) ([]int64, error) {
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterRequeue, ids, outOfOrder)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// DeliveryDeadLetterDiscard discards the unresolved dead letters ids and
+// returns those it discarded.
+func DeliveryDeadLetterDiscard(ctx context.Context, q Querier, ids []int64) ([]int64, error) {
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterDiscard, ids)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// DeliveryDeadLetterPass marks the dead letters of key on endpoint
+// before seq passed, as the event at seq is about to be sent, and reports
+// whether one of them is requeued and not delivered yet (the event must
+// then wait behind it).
+func DeliveryDeadLetterPass(ctx context.Context, q Querier, endpoint, key string, seq uint64) (requeuePending bool, err error) {
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterPass, endpoint, key, int64(seq))
+	if err != nil {
+		return false, err
+	}
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	for _, p := range pending {
+		requeuePending = requeuePending || p
+	}
+	return requeuePending, err
+}
+
+// DeliveryDeadLetterKeys returns the keys of endpoint with a dead letter
+// no later event of the key has passed.
+func DeliveryDeadLetterKeys(ctx context.Context, q Querier, endpoint string) ([]string, error) {
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterKeys, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// QueueDeliveryDeadLetterRedelivered adds to b the record that a requeue
+// of dead letter id was delivered (in the transaction that ends its
+// pending delivery).
+func QueueDeliveryDeadLetterRedelivered(b *pgx.Batch, id int64) {
+	b.Queue(sqlDeliveryDeadLetterRedelivered, id)
+}
+
+// DeliveryDeadLetterCounts is an endpoint's unresolved dead letters.
+type DeliveryDeadLetterCounts struct {
+	Endpoint string
+	Count    int
+	Oldest   time.Time
+}
+
+// DeliveryDeadLetterCount returns the unresolved dead letters per
+// endpoint (endpoints without any are absent).
+func DeliveryDeadLetterCount(ctx context.Context, q Querier) ([]DeliveryDeadLetterCounts, error) {
+	rows, err := q.Query(ctx, sqlDeliveryDeadLetterCount)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeliveryDeadLetterCounts, error) {
+		var c DeliveryDeadLetterCounts
+		err := r.Scan(&c.Endpoint, &c.Count, &c.Oldest)
+		return c, err
+	})
 }
