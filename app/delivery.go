@@ -9,7 +9,6 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/metrics"
-	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // RoleDelivery posts EVENTS to the configured HTTP endpoints. It is part
@@ -18,8 +17,9 @@ const RoleDelivery = "delivery"
 
 // startDelivery starts the delivery of the configured endpoints in group
 // (the endpoints are spread over the instances running the role, one
-// reader each). It ensures EVENTS itself, since a delivery-only instance
-// runs no relay.
+// reader each). EVENTS exists by then: Run ensures every stream before
+// any role starts, whatever the roles (a second update of EVENTS here
+// would only race the senders' consumer creates).
 func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) error {
 	endpoints, err := s.cfg.Delivery.resolved(nil)
 	if err != nil {
@@ -27,9 +27,6 @@ func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) err
 	}
 	if len(endpoints) == 0 {
 		return nil
-	}
-	if _, err := stream.Ensure(ctx, s.js, stream.EventsConfig(s.streamOptions())); err != nil {
-		return fmt.Errorf("delivery: %w", err)
 	}
 	dm, err := metrics.NewDelivery(s.tel.metrics)
 	if err != nil {

@@ -113,7 +113,7 @@ func (r *Relay) round(ctx context.Context) (roundResult, error) {
 	}
 	if !r.ensured.Load() {
 		ectx, cancel := context.WithTimeout(ctx, r.opts.PublishTimeout)
-		_, err := stream.Ensure(ectx, r.js, stream.EventsConfig(r.opts.Stream))
+		err := stream.EnsureExists(ectx, r.js, stream.EventsConfig(r.opts.Stream))
 		cancel()
 		if err != nil {
 			return res, err

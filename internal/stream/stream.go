@@ -334,6 +334,24 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamCon
 	return s, nil
 }
 
+// EnsureExists creates the stream cfg names when it does not exist and
+// leaves an existing one as it is. For a component that only needs the
+// stream to be there (the relay): serve updates every stream's
+// configuration once at start (Ensure), and an update while other
+// components create consumers on the stream races them inside
+// nats-server's file store.
+func EnsureExists(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	_, err := js.Stream(ctx, cfg.Name)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("stream %s: %w", cfg.Name, err)
+	}
+	_, err = Ensure(ctx, js, cfg)
+	return err
+}
+
 // EnsureIngress creates the streams the ingress publishes to.
 func EnsureIngress(ctx context.Context, js jetstream.JetStream, o Options) error {
 	_, _, err1 := EnsureHooks(ctx, js, o)
