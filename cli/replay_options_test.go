@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,30 +150,8 @@ consumers:
 
 	api := func(method, path string, body any) (int, map[string]any) {
 		t.Helper()
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, err := http.NewRequest(method, "http://"+srv.AdminAddr()+path, bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		raw, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if err := json.Unmarshal(raw, &v); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
-		}
-		return resp.StatusCode, v
+		code, b := adminCall(t, srv.AdminAddr(), token, method, path, body)
+		return code, decodeObject(t, b)
 	}
 	for name := range timeouts {
 		n, from := log.mark(), time.Now()

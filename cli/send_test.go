@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -71,6 +72,38 @@ func runServer(t *testing.T, cfg app.Config, handlers app.Handlers) (srv *app.Se
 		return resp.StatusCode == http.StatusOK
 	})
 	return srv, addr
+}
+
+// adminCall sends a request to serve's admin API at addr with token, body
+// (when not nil) as JSON, and returns the answer's status and body.
+func adminCall(t *testing.T, addr, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp.StatusCode, b
 }
 
 // runMain runs the command line as Main does with the built-in handlers
