@@ -15,14 +15,35 @@ import (
 
 	"github.com/hookbridge/hookbridge/internal/admin"
 	"github.com/hookbridge/hookbridge/internal/ops"
+	"github.com/hookbridge/hookbridge/internal/opsfor"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
+// The command line builds its operator actions with opsFor too: it
+// reaches it through package opsfor, since no exported function may
+// return the internal *ops.Ops.
+func init() { opsfor.Register(registeredOps) }
+
+// registeredOps is opsFor for the command line, through package opsfor.
+func registeredOps(cfg, handlers any, pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger) (*ops.Ops, error) {
+	c, ok := cfg.(Config)
+	if !ok {
+		return nil, fmt.Errorf("operator actions: the configuration is a %T, not an app.Config", cfg)
+	}
+	h, ok := handlers.(Handlers)
+	if !ok {
+		return nil, fmt.Errorf("operator actions: the handlers are a %T, not app.Handlers", handlers)
+	}
+	return opsFor(c, h, pool, js, log), nil
+}
+
 // opsFor is the operator actions (package ops) over the deployment cfg
-// configures: its consumers with their handlers built as serve builds
-// them (registered Go handlers, SQL consumers' statements and the
-// self-test's; a consumer whose handler cannot be built keeps none, and
-// replaying to it then says so), and HOOKS's age horizon.
+// configures, for serve's admin API and (through package opsfor) the
+// command line: its consumers with their handlers, subscriptions and
+// handler timeouts as serve's consumers run with them (registered Go
+// handlers, SQL consumers' statements and the self-test's; a consumer
+// whose handler cannot be built keeps none, and replaying to it then says
+// so), and HOOKS's age horizon.
 func opsFor(cfg Config, handlers Handlers, pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger) *ops.Ops {
 	handlers = WithSelftest(cfg, handlers)
 	consumers := make([]ops.Consumer, 0, len(cfg.Consumers))

@@ -414,6 +414,10 @@ func (s *Server) checkServerVersion() error {
 		"but the server is %s; upgrade NATS, or set ordering_key: none on the source", keyed[0], stream.MinOrderedServer, v)
 }
 
+// errCodeNoSuitablePeers is nats-server's JSClusterNoPeersErrF ("no
+// suitable peers for placement"); nats.go names no constant for it.
+const errCodeNoSuitablePeers jetstream.ErrorCode = 10005
+
 // ensureStreams creates or updates the streams, retrying while JetStream
 // is not ready yet. A cluster still electing its meta leader does not
 // answer API requests at all, so each attempt has a short deadline of its
@@ -422,10 +426,6 @@ func (s *Server) checkServerVersion() error {
 // 5 s default, two instances starting together on a fresh cluster spent
 // 5 s on every unanswered request and took about 22 s to become ready.
 // Streams created by an attempt that timed out are found by the next one.
-// errCodeNoSuitablePeers is nats-server's JSClusterNoPeersErrF ("no
-// suitable peers for placement"); nats.go names no constant for it.
-const errCodeNoSuitablePeers jetstream.ErrorCode = 10005
-
 func (s *Server) ensureStreams(ctx context.Context) error {
 	tries := 0
 	attempt := func() (struct{}, error) {

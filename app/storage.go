@@ -27,8 +27,8 @@ import (
 // Storage guard defaults.
 const (
 	defaultGuardInterval = 5 * time.Second
-	// Above highWater of the byte bound HOOKS is trimmed, down to
-	// lowWater when the retention floors allow it.
+	// Above guardHighWater of the byte bound HOOKS is trimmed, down to
+	// guardLowWater when the retention floors allow it.
 	guardHighWater = 0.90
 	guardLowWater  = 0.75
 	// ageSlack is how far past max_age (as a share of it) the oldest

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"regexp"
 	"strconv"
 	"testing"
@@ -29,24 +27,7 @@ func serveDemo(t *testing.T) (*hookbridgetest.Database, *hookbridgetest.JetStrea
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc, done := make(chan string, 1), make(chan error, 1)
-	go func() { done <- srv.Run(ctx, func(addr string) { addrc <- addr }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	select {
-	case <-addrc:
-	case err := <-done:
-		t.Fatalf("serve: %v", err)
-	}
+	runServer(t, cfg, handlers)
 	flags := []string{"--database-url", db.URL, "--nats-url", ns.URL()}
 	hookbridgetest.Eventually(t, time.Minute, "the orders consumer's partition durables", func() bool {
 		out, err := runOps(t, append([]string{"status"}, flags...)...)

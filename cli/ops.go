@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,7 +21,7 @@ import (
 	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/ops"
-	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/internal/opsfor"
 )
 
 // The operator commands (status, replay, dead-letters, conflicts) read
@@ -166,7 +165,11 @@ func openOps(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, with
 		return err
 	}
 	defer pool.Close()
-	o := newOps(cfg, rt.handlers, pool, app.NewLogger(cfg, rt.stderr))
+	// The actions serve's admin API runs, with the same consumer options.
+	o, err := opsfor.New(cfg, rt.handlers, pool, nil, app.NewLogger(cfg, rt.stderr))
+	if err != nil {
+		return err
+	}
 	if !withJS {
 		return fn(o, nil)
 	}
@@ -177,27 +180,6 @@ func openOps(ctx context.Context, cfg app.Config, rt *runtime, f natsFlags, with
 	defer closeNATS()
 	o.JS = js
 	return fn(o, nil)
-}
-
-// newOps is the operator actions over the deployment cfg configures, as
-// serve builds them for the admin API: the configured consumers with
-// their handlers (registered Go handlers, SQL consumers' statements and
-// the self-test's; one whose handler cannot be built keeps none, and a
-// replay to it says so), and HOOKS's age horizon. It is built from the
-// configuration's public methods, as a binary of a team's own would.
-func newOps(cfg app.Config, handlers app.Handlers, pool *pgxpool.Pool, log *slog.Logger) *ops.Ops {
-	handlers = app.WithSelftest(cfg, handlers)
-	consumers := make([]ops.Consumer, 0, len(cfg.Consumers))
-	for i := range cfg.Consumers {
-		cc := &cfg.Consumers[i]
-		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
-		if h, err := cc.NewHandler(handlers); err == nil {
-			c.Handler = h
-		}
-		consumers = append(consumers, c)
-	}
-	return &ops.Ops{Pool: pool, Consumers: consumers, Logger: log,
-		HooksMaxAge: (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge()}
 }
 
 // opsPool opens the configured database.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,7 +36,15 @@ func serveWith(t *testing.T, db *hookbridgetest.Database, env app.Env) (srv *app
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err = app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, addr = runServer(t, cfg, handlers)
+	return srv, addr, dataDir
+}
+
+// runServer runs serve with cfg and handlers until the test ends, and
+// returns it and the ingress's address once it is ready.
+func runServer(t *testing.T, cfg app.Config, handlers app.Handlers) (srv *app.Server, addr string) {
+	t.Helper()
+	srv, err := app.NewServer(cfg, handlers, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +71,53 @@ func serveWith(t *testing.T, db *hookbridgetest.Database, env app.Env) (srv *app
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return srv, addr, dataDir
+	return srv, addr
 }
 
-// runMain runs the command line as Main does and returns its exit code
-// and what it printed on stdout and stderr.
+// adminCall sends a request to serve's admin API at addr with token, body
+// (when not nil) as JSON, and returns the answer's status and body.
+func adminCall(t *testing.T, addr, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return resp.StatusCode, b
+}
+
+// runMain runs the command line as Main does with the built-in handlers
+// and returns its exit code and what it printed on stdout and stderr.
 func runMain(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return runMainWith(t, builtin.Handlers(), args...)
+}
+
+// runMainWith is runMain with handlers.
+func runMainWith(t *testing.T, handlers app.Handlers, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	rt := &runtime{handlers: builtin.Handlers(), stdout: &out, stderr: &errOut, env: noEnv}
+	rt := &runtime{handlers: handlers, stdout: &out, stderr: &errOut, env: noEnv}
 	code = run(context.Background(), args, rt, func(code int) { t.Fatalf("command line exited with %d: %s", code, errOut.String()) })
 	return code, out.String(), errOut.String()
 }

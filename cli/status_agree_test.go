@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -59,19 +58,9 @@ func TestStatusJSONIsTheAdminAPIsStatus(t *testing.T) {
 
 	api := func() map[string]any {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, "http://"+srv.AdminAddr()+"/api/v1/status", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET /api/v1/status: %d %v\n%s", resp.StatusCode, err, b)
+		code, b := adminCall(t, srv.AdminAddr(), token, http.MethodGet, "/api/v1/status", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /api/v1/status: %d\n%s", code, b)
 		}
 		return decodeObject(t, b)
 	}

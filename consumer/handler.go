@@ -194,7 +194,7 @@ func (m *Mux) handleRuns(ctx context.Context, tx pgx.Tx, evs []Event) error {
 		if !ok {
 			return &failat.Error{Lo: lo, Hi: lo + 1, Err: Permanent(fmt.Errorf("no handler for event type %q", evs[lo].Type))}
 		}
-		if err := handleRun(ctx, tx, h, evs[lo:hi]); err != nil {
+		if err := failat.Handle(ctx, tx, h, evs[lo:hi], eventName); err != nil {
 			return err.Shift(lo)
 		}
 		lo = hi
@@ -202,16 +202,9 @@ func (m *Mux) handleRuns(ctx context.Context, tx pgx.Tx, evs []Event) error {
 	return nil
 }
 
-// handleRun applies one run of same-type events, locating a failure (or
-// a panic) in it.
-func handleRun(ctx context.Context, tx pgx.Tx, h Handler, run []Event) *failat.Error {
-	var batch func([]Event) error
-	if bh, ok := h.(BatchHandler); ok {
-		batch = func(evs []Event) error { return bh.HandleBatch(ctx, tx, evs) }
-	}
-	one := func(ev Event) error { return h.Handle(ctx, tx, ev) }
-	return failat.Run(run, batch, one, func(ev Event) string { return ev.Source + "/" + ev.ID })
-}
+// eventName labels an event in the error of a run applied one event at a
+// time.
+func eventName(ev Event) string { return ev.Source + "/" + ev.ID }
 
 // FailedAt is what a [BatchHandler]'s HandleBatch returns when it knows
 // which event failed: evs[i] is the culprit and every event before it was

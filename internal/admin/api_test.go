@@ -24,6 +24,7 @@ import (
 	"github.com/hookbridge/hookbridge/internal/admin"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/ops"
+	"github.com/hookbridge/hookbridge/internal/opsfor"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -51,7 +52,10 @@ func newAPIEnv(t *testing.T) *apiEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &ops.Ops{Pool: db.Pool, JS: ns.JS, Consumers: configured(cfg, handlers)}
+	o, err := opsfor.New(cfg, handlers, db.Pool, ns.JS, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var logBuf bytes.Buffer
 	h, err := admin.New(admin.Options{
 		Ops: o, Token: apiToken, Logger: slog.New(slog.NewJSONHandler(&syncWriter{w: &logBuf}, nil)),
@@ -65,23 +69,6 @@ func newAPIEnv(t *testing.T) *apiEnv {
 		h.Close()
 	})
 	return &apiEnv{db: db, ns: ns, ops: o, srv: srv, log: &logBuf}
-}
-
-// configured are cfg's consumers as the operator actions take them, built
-// from the configuration's public methods as serve and the command line
-// build them.
-func configured(cfg app.Config, handlers app.Handlers) []ops.Consumer {
-	handlers = app.WithSelftest(cfg, handlers)
-	out := make([]ops.Consumer, 0, len(cfg.Consumers))
-	for i := range cfg.Consumers {
-		cc := &cfg.Consumers[i]
-		c := ops.Consumer{Name: cc.Name, Sources: cc.Sources, EventTypes: cc.Types(handlers), ApplyTimeout: cc.HandlerTimeout}
-		if h, err := cc.NewHandler(handlers); err == nil {
-			c.Handler = h
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // syncWriter is a writer the handler's goroutines may share.

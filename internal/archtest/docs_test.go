@@ -247,7 +247,13 @@ func staleDocLinks(m *moduleDecls, pf parsedFile) []string {
 			parts := strings.Split(s[1], ".")
 			if isLower(parts[0]) {
 				if len(parts) == 1 {
-					continue // [name]: unexported, or plain text in brackets
+					// [name]: plain text in brackets, or an unexported
+					// name; one in camel case is a name, which the
+					// package must declare.
+					if strings.ToLower(s[1]) != s[1] && !pf.pkg.names[s[1]] {
+						add(s[1])
+					}
+					continue
 				}
 				pkg, sym := parts[0], strings.Join(parts[1:], ".")
 				if path, ok := imports[pkg]; ok {
@@ -443,8 +449,9 @@ func TestDocChecksCatchDrift(t *testing.T) {
 
 import "log/slog"
 
-// X uses [Mux], [MaxBatch], [Options.WithDefaults], [slog.Logger] and
-// [publisher.RelayOptions]; a map[K]V and a [link](http://x) are text.
+// X uses [Mux], [MaxBatch], [Options.WithDefaults], [slog.Logger],
+// [eventName], [handleRun] and [publisher.RelayOptions]; a map[K]V, a
+// [link](http://x) and [a note] are text.
 func X(*slog.Logger) {}
 `
 	f, err := parser.ParseFile(token.NewFileSet(), "x.go", src, parser.ParseComments)
@@ -457,7 +464,7 @@ func X(*slog.Logger) {}
 	}
 	got := staleDocLinks(m, pf)
 	slices.Sort(got)
-	if want := []string{"MaxBatch", "Options.WithDefaults", "publisher.RelayOptions"}; !slices.Equal(got, want) {
+	if want := []string{"MaxBatch", "Options.WithDefaults", "handleRun", "publisher.RelayOptions"}; !slices.Equal(got, want) {
 		t.Errorf("stale links = %q, want %q", got, want)
 	}
 	if got := subjectProblems("stored on `hooks.<source>.<type>`, filtered by `hooks.<src>.order.created` or `hooks.x`"); len(got) != 2 {

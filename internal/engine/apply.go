@@ -9,34 +9,35 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // MessageOutcomes are the outcomes a running consumer reports for its
 // messages (the outcome label of its metrics).
-func MessageOutcomes() []Outcome {
-	return []Outcome{Processed, Duplicate, Conflict, Postponed, Failed, DeadLettered}
+func MessageOutcomes() []consumer.Outcome {
+	return []consumer.Outcome{consumer.Processed, consumer.Duplicate, consumer.Conflict, consumer.Postponed, consumer.Failed, consumer.DeadLettered}
 }
 
-// Apply applies ev for the consumer named consumer in one transaction of
+// Apply applies ev for the consumer named consumerName in one transaction of
 // its own: inbox claim, handler, commit. It is the whole exactly-once
 // mechanism; the runner only decides when to ack.
-func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event) (Outcome, error) {
+func Apply(ctx context.Context, pool *pgxpool.Pool, consumerName string, h consumer.Handler, ev consumer.Event) (consumer.Outcome, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
+		return consumer.Failed, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 
-	out, cleared, err := applyInTx(ctx, tx, consumer, h, ev)
+	out, cleared, err := applyInTx(ctx, tx, consumerName, h, ev)
 	if err != nil {
-		return Failed, err
+		return consumer.Failed, err
 	}
-	if out == Duplicate && !cleared {
+	if out == consumer.Duplicate && !cleared {
 		return out, nil // nothing was written; the deferred rollback ends the tx
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
+		return consumer.Failed, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
 	}
 	return out, nil
 }
@@ -55,37 +56,37 @@ func Apply(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, 
 // deleted in the same round trip as the claim, so it goes exactly when the
 // apply commits. cleared reports that a counter was deleted: the
 // transaction then has to commit even for a duplicate.
-func applyInTx(ctx context.Context, tx pgx.Tx, consumer string, h Handler, ev Event) (out Outcome, cleared bool, err error) {
-	claimed, cleared, err := claimOne(ctx, tx, consumer, ev)
+func applyInTx(ctx context.Context, tx pgx.Tx, consumerName string, h consumer.Handler, ev consumer.Event) (out consumer.Outcome, cleared bool, err error) {
+	claimed, cleared, err := claimOne(ctx, tx, consumerName, ev)
 	if err != nil {
-		return Failed, false, err
+		return consumer.Failed, false, err
 	}
 	if !claimed {
-		out, err := resolveRepeat(ctx, tx, consumer, ev)
+		out, err := resolveRepeat(ctx, tx, consumerName, ev)
 		return out, cleared, err
 	}
 	if err := runHandler(ctx, h, tx, ev); err != nil {
-		return Failed, false, err
+		return consumer.Failed, false, err
 	}
-	return Processed, cleared, nil
+	return consumer.Processed, cleared, nil
 }
 
 // claimOne runs the inbox claim of ev and, for a redelivered message, the
 // deletion of its failure counter, and for a keyed one the mark of the
 // dead letters it passes, in one round trip. cleared reports that either
 // wrote a row: the transaction must then commit even for a duplicate.
-func claimOne(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (claimed, cleared bool, err error) {
+func claimOne(ctx context.Context, tx pgx.Tx, consumerName string, ev consumer.Event) (claimed, cleared bool, err error) {
 	if ev.NumDelivered <= 1 && ev.OrderingKey == "" {
-		claimed, err := store.InboxClaim(ctx, tx, consumer, inboxEntry(&ev))
+		claimed, err := store.InboxClaim(ctx, tx, consumerName, inboxEntry(&ev))
 		if err != nil {
 			return false, false, fmt.Errorf("apply %s/%s: claim inbox: %w", ev.Source, ev.ID, err)
 		}
 		return claimed, false, nil
 	}
 	b := &pgx.Batch{}
-	store.QueueInboxClaim(b, consumer, inboxEntry(&ev))
-	clear := queueClearFailures(b, consumer, []Event{ev})
-	mark := queuePassedMarks(b, consumer, []Event{ev})
+	store.QueueInboxClaim(b, consumerName, inboxEntry(&ev))
+	clear := queueClearFailures(b, consumerName, []consumer.Event{ev})
+	mark := queuePassedMarks(b, consumerName, []consumer.Event{ev})
 	br := tx.SendBatch(ctx, b)
 	claimed, err = store.ReadInboxClaim(br)
 	if err != nil {
@@ -124,7 +125,7 @@ func readAfterClaim(br pgx.BatchResults, clear, mark bool) (wrote bool, err erro
 // queuePassedMarks adds to b the mark of the dead letters that evs' keyed
 // events pass (docs/DESIGN.md, "Order"), in their own transaction, and
 // reports whether it queued anything (no keyed event: nothing).
-func queuePassedMarks(b *pgx.Batch, consumer string, evs []Event) bool {
+func queuePassedMarks(b *pgx.Batch, consumerName string, evs []consumer.Event) bool {
 	var first []store.PassingEvent
 	seen := map[string]bool{}
 	for _, ev := range evs {
@@ -139,17 +140,17 @@ func queuePassedMarks(b *pgx.Batch, consumer string, evs []Event) bool {
 	if len(first) == 0 {
 		return false
 	}
-	store.QueueDeadLetterMarkPassedBy(b, consumer, first)
+	store.QueueDeadLetterMarkPassedBy(b, consumerName, first)
 	return true
 }
 
 // messageKey names ev's message in the dead letters and failure counters.
-func messageKey(ev *Event) store.MessageKey {
+func messageKey(ev *consumer.Event) store.MessageKey {
 	return store.MessageKey{Source: ev.Source, EventID: ev.ID, StreamSeq: ev.StreamSeq}
 }
 
 // inboxEntry is what ev's inbox claim writes.
-func inboxEntry(ev *Event) store.InboxEntry {
+func inboxEntry(ev *consumer.Event) store.InboxEntry {
 	return store.InboxEntry{Source: ev.Source, EventID: ev.ID, EventType: ev.Type, BodySHA256: ev.BodySHA256[:], StreamSeq: ev.StreamSeq}
 }
 
@@ -162,7 +163,7 @@ func execCleared(br pgx.BatchResults) (bool, error) {
 // runHandler calls the handler and turns a panic into an error, so a bug
 // in one handler fails its event (rolled back, retried, dead-lettered at
 // max_deliver) instead of stalling the message or the process.
-func runHandler(ctx context.Context, h Handler, tx pgx.Tx, ev Event) (err error) {
+func runHandler(ctx context.Context, h consumer.Handler, tx pgx.Tx, ev consumer.Event) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("apply %s/%s: handler panicked: %v\n%s", ev.Source, ev.ID, p, debug.Stack())
@@ -176,16 +177,16 @@ func runHandler(ctx context.Context, h Handler, tx pgx.Tx, ev Event) (err error)
 
 // resolveRepeat decides between duplicate and conflict for an event whose
 // inbox key is taken, and records a conflict.
-func resolveRepeat(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (Outcome, error) {
-	stored, storedSeq, err := store.InboxGet(ctx, tx, consumer, ev.Source, ev.ID)
+func resolveRepeat(ctx context.Context, tx pgx.Tx, consumerName string, ev consumer.Event) (consumer.Outcome, error) {
+	stored, storedSeq, err := store.InboxGet(ctx, tx, consumerName, ev.Source, ev.ID)
 	if err != nil {
-		return Failed, fmt.Errorf("apply %s/%s: read inbox: %w", ev.Source, ev.ID, err)
+		return consumer.Failed, fmt.Errorf("apply %s/%s: read inbox: %w", ev.Source, ev.ID, err)
 	}
 	if string(stored) == string(ev.BodySHA256[:]) {
-		return Duplicate, nil
+		return consumer.Duplicate, nil
 	}
 	err = RecordConflict(ctx, tx, ConflictRecord{
-		DetectedBy:     consumer,
+		DetectedBy:     consumerName,
 		Source:         ev.Source,
 		EventID:        ev.ID,
 		EventType:      ev.Type,
@@ -195,9 +196,9 @@ func resolveRepeat(ctx context.Context, tx pgx.Tx, consumer string, ev Event) (O
 		RejectedBody:   ev.Body,
 	})
 	if err != nil {
-		return Failed, err
+		return consumer.Failed, err
 	}
-	return Conflict, nil
+	return consumer.Conflict, nil
 }
 
 // ConflictRecord is one row of the conflicts (the store's row type). To

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -55,8 +56,8 @@ var ErrBatchAborted = errors.New("batch transaction aborted")
 // time-out after which it does not answer a ping), the events not yet
 // applied fail with [ErrBatchAborted] at once. len(evs) must be at most
 // [MaxBatch].
-func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event) []Result {
-	a := &applier{pool: pool, consumer: consumer, h: h}
+func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumerName string, h consumer.Handler, evs []consumer.Event) []consumer.Result {
+	a := &applier{pool: pool, consumer: consumerName, h: h}
 	return a.apply(ctx, evs)
 }
 
@@ -64,7 +65,7 @@ func ApplyBatch(ctx context.Context, pool *pgxpool.Pool, consumer string, h Hand
 type applier struct {
 	pool     *pgxpool.Pool
 	consumer string
-	h        Handler
+	h        consumer.Handler
 	// timeout bounds each transaction attempt (the handler timeout);
 	// zero leaves it to ctx.
 	timeout time.Duration
@@ -85,12 +86,12 @@ var errHeld = errors.New("held behind an earlier event of its ordering key")
 // an earlier event of its key.
 func isHeld(err error) bool { return errors.Is(err, errHeld) }
 
-func (a *applier) apply(ctx context.Context, evs []Event) []Result {
-	results := make([]Result, len(evs))
+func (a *applier) apply(ctx context.Context, evs []consumer.Event) []consumer.Result {
+	results := make([]consumer.Result, len(evs))
 	if len(evs) > MaxBatch {
 		err := fmt.Errorf("apply batch: %d events exceed the maximum of %d", len(evs), MaxBatch)
 		for i := range results {
-			results[i] = Result{Outcome: Failed, Err: err}
+			results[i] = consumer.Result{Outcome: consumer.Failed, Err: err}
 		}
 		return results
 	}
@@ -106,7 +107,7 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 	if len(evs) == 0 {
 		return results
 	}
-	rest := make([]Result, len(evs))
+	rest := make([]consumer.Result, len(evs))
 	a.narrow(ctx, evs, rest)
 	for j, i := range idx {
 		results[i] = rest[j]
@@ -123,7 +124,7 @@ func (a *applier) apply(ctx context.Context, evs []Event) []Result {
 // query, nor do unkeyed events: a redelivered one is judged by its
 // handler again, and under a storm of failures (every event redelivered)
 // a second round trip per batch would be one more step to fail.
-func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results []Result) ([]Event, []int, error) {
+func (a *applier) withoutDeadLettered(ctx context.Context, evs []consumer.Event, results []consumer.Result) ([]consumer.Event, []int, error) {
 	if !a.keyed {
 		return evs, nil, nil
 	}
@@ -145,11 +146,11 @@ func (a *applier) withoutDeadLettered(ctx context.Context, evs []Event, results 
 	if len(dead) == 0 {
 		return evs, nil, nil
 	}
-	var rest []Event
+	var rest []consumer.Event
 	var idx []int
 	for i, ev := range evs {
 		if dead[ev.StreamSeq] {
-			results[i] = Result{Outcome: Duplicate}
+			results[i] = consumer.Result{Outcome: consumer.Duplicate}
 			continue
 		}
 		rest, idx = append(rest, ev), append(idx, i)
@@ -166,16 +167,16 @@ func (a *applier) attempt(ctx context.Context) (context.Context, context.CancelF
 }
 
 // one applies a single event in its own transaction, exactly as [Apply].
-func (a *applier) one(ctx context.Context, ev Event) Result {
+func (a *applier) one(ctx context.Context, ev consumer.Event) consumer.Result {
 	ctx, cancel := a.attempt(ctx)
 	defer cancel()
 	out, err := Apply(ctx, a.pool, a.consumer, a.h, ev)
-	return Result{Outcome: out, Err: err}
+	return consumer.Result{Outcome: out, Err: err}
 }
 
 // narrow fills results for evs and returns a non-nil error when the
 // database failed and nothing after evs should be tried either.
-func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) error {
+func (a *applier) narrow(ctx context.Context, evs []consumer.Event, results []consumer.Result) error {
 	if len(evs) == 1 {
 		results[0] = a.one(ctx, evs[0])
 		if a.stops(ctx, results[0].Err) {
@@ -216,14 +217,14 @@ func (a *applier) narrow(ctx context.Context, evs []Event, results []Result) err
 // event whose key failed in an earlier part is held, not applied, and the
 // rest of its part is narrowed down on its own. (The savepoint path is
 // not used: its pipeline sends every event before any result is known.)
-func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result, parts [][2]int) error {
+func (a *applier) narrowParts(ctx context.Context, evs []consumer.Event, results []consumer.Result, parts [][2]int) error {
 	for _, p := range parts {
 		failed := failedKeys(evs[:p[0]], results[:p[0]])
 		part, res := evs[p[0]:p[1]], results[p[0]:p[1]]
 		var keep []int
 		for i, ev := range part {
 			if _, ok := failed[orderKey(ev.Source, ev.OrderingKey)]; ok {
-				res[i] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, errHeld)}
+				res[i] = consumer.Result{Outcome: consumer.Failed, Err: fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, errHeld)}
 				continue
 			}
 			keep = append(keep, i)
@@ -232,7 +233,7 @@ func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result
 		if len(keep) == len(part) {
 			err = a.narrow(ctx, part, res)
 		} else if len(keep) > 0 {
-			sub, subRes := make([]Event, len(keep)), make([]Result, len(keep))
+			sub, subRes := make([]consumer.Event, len(keep)), make([]consumer.Result, len(keep))
 			for j, i := range keep {
 				sub[j] = part[i]
 			}
@@ -256,10 +257,10 @@ func (a *applier) narrowParts(ctx context.Context, evs []Event, results []Result
 // (a chain sent in reverse, each event needing the one after it, would
 // never apply). They are tried; the scheduler tries the postponed one
 // again right after them (keyed.go).
-func failedKeys(evs []Event, results []Result) map[string]struct{} {
+func failedKeys(evs []consumer.Event, results []consumer.Result) map[string]struct{} {
 	keys := map[string]struct{}{}
 	for i, r := range results {
-		if r.Outcome == Failed && !isPostponed(r.Err) {
+		if r.Outcome == consumer.Failed && !consumer.IsPostponed(r.Err) {
 			keys[orderKey(evs[i].Source, evs[i].OrderingKey)] = struct{}{}
 		}
 	}
@@ -284,7 +285,7 @@ func split(n int, f *setFailure) [][2]int {
 
 // savepoints applies evs with a savepoint per event (batch_pipeline.go);
 // a lost transaction there falls back to one event per transaction.
-func (a *applier) savepoints(ctx context.Context, evs []Event, results []Result) error {
+func (a *applier) savepoints(ctx context.Context, evs []consumer.Event, results []consumer.Result) error {
 	actx, cancel := a.attempt(ctx)
 	cause := applyBatchPipelined(actx, a.pool, a.consumer, a.h, evs, results)
 	cancel()
@@ -356,8 +357,8 @@ func (a *applier) answers(ctx context.Context) bool {
 }
 
 // failAll fails evs as not applied because the database failed.
-func failAll(evs []Event, results []Result, cause error) {
+func failAll(evs []consumer.Event, results []consumer.Result, cause error) {
 	for i, ev := range evs {
-		results[i] = Result{Outcome: Failed, Err: fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, ErrBatchAborted, cause)}
+		results[i] = consumer.Result{Outcome: consumer.Failed, Err: fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, ErrBatchAborted, cause)}
 	}
 }

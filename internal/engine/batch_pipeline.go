@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -25,7 +26,7 @@ const eventSavepoint = "hookbridge_event"
 // transaction (a failing SAVEPOINT, RELEASE or rollback, or the commit,
 // which releases the last savepoint); results are then meaningless.
 // len(evs) must be at most maxSavepointBatch.
-func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event, results []Result) error {
+func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumerName string, h consumer.Handler, evs []consumer.Event, results []consumer.Result) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("apply batch: %w: %w", errBeginFailed, err)
@@ -35,19 +36,19 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 	wrote := false
 	open := false // a savepoint of an earlier event is still open
 	for i, ev := range evs {
-		claimed, cleared, err, fatal := claimInSavepoint(ctx, tx, consumer, ev, open)
+		claimed, cleared, err, fatal := claimInSavepoint(ctx, tx, consumerName, ev, open)
 		if fatal != nil {
 			return fatal
 		}
 		open = true
-		var out Outcome
+		var out consumer.Outcome
 		switch {
 		case err != nil:
 		case !claimed:
-			out, err = resolveRepeat(ctx, tx, consumer, ev)
+			out, err = resolveRepeat(ctx, tx, consumerName, ev)
 		default:
 			if err = runHandler(ctx, h, tx, ev); err == nil {
-				out = Processed
+				out = consumer.Processed
 			}
 		}
 		if err != nil {
@@ -55,11 +56,11 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 				// The transaction is unusable: nothing of the batch commits.
 				return fmt.Errorf("apply batch: rollback to savepoint after %w: %w", err, rbErr)
 			}
-			results[i] = Result{Outcome: Failed, Err: err}
+			results[i] = consumer.Result{Outcome: consumer.Failed, Err: err}
 			continue
 		}
-		wrote = wrote || out != Duplicate || cleared
-		results[i] = Result{Outcome: out}
+		wrote = wrote || out != consumer.Duplicate || cleared
+		results[i] = consumer.Result{Outcome: out}
 	}
 	if !wrote {
 		return nil
@@ -76,14 +77,14 @@ func applyBatchPipelined(ctx context.Context, pool *pgxpool.Pool, consumer strin
 // round trip. err is the claim's own failure (the event fails, the batch
 // goes on); fatal means the savepoint could not be released or set and
 // the transaction is lost.
-func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumer string, ev Event, open bool) (claimed, cleared bool, err, fatal error) {
+func claimInSavepoint(ctx context.Context, tx pgx.Tx, consumerName string, ev consumer.Event, open bool) (claimed, cleared bool, err, fatal error) {
 	b := &pgx.Batch{}
 	if open {
 		b.Queue("RELEASE SAVEPOINT " + eventSavepoint)
 	}
 	b.Queue("SAVEPOINT " + eventSavepoint)
-	store.QueueInboxClaim(b, consumer, inboxEntry(&ev)) // the statement applyInTx runs
-	clear := queueClearFailures(b, consumer, []Event{ev})
+	store.QueueInboxClaim(b, consumerName, inboxEntry(&ev)) // the statement applyInTx runs
+	clear := queueClearFailures(b, consumerName, []consumer.Event{ev})
 	br := tx.SendBatch(ctx, b)
 	if open {
 		if _, err := br.Exec(); err != nil {

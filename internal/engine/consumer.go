@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/sourcegraph/conc/pool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -228,7 +229,7 @@ func (c *Consumer) process(ctx context.Context, msgs []jetstream.Msg) []action {
 // (keyed: not attempted, behind an earlier failed event of its key).
 func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream.Msg) []action {
 	actions := make([]action, len(msgs))
-	evs := make([]Event, 0, len(msgs))
+	evs := make([]consumer.Event, 0, len(msgs))
 	idx := make([]int, 0, len(msgs))
 	for i, m := range msgs {
 		ev, err := EventFromMsg(m)
@@ -254,20 +255,20 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
 			"seq", ev.StreamSeq, "delivery", ev.NumDelivered, "outcome", res.Outcome.String(), "duration", elapsed}
 		switch {
-		case res.Outcome == Failed && isHeld(res.Err):
+		case res.Outcome == consumer.Failed && isHeld(res.Err):
 			actions[i] = action{kind: hold}
-		case res.Outcome == Failed && isPostponed(res.Err):
+		case res.Outcome == consumer.Failed && consumer.IsPostponed(res.Err):
 			actions[i] = c.onPostponed(ctx, ev, res.Err, attrs)
-		case res.Outcome != Failed:
+		case res.Outcome != consumer.Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it
 			// at high rates; the outcome metrics count them instead. An
 			// event that failed before says it recovered, at info, so a
 			// "will retry" warning always has its end in the log.
 			switch {
-			case res.Outcome == Conflict:
+			case res.Outcome == consumer.Conflict:
 				c.opts.Logger.Warn("event applied", attrs...)
-			case res.Outcome == Processed && ev.NumDelivered > 1:
+			case res.Outcome == consumer.Processed && ev.NumDelivered > 1:
 				c.opts.Logger.Info("event applied after retrying", "consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID,
 					"type", ev.Type, "seq", ev.StreamSeq, "attempts", ev.NumDelivered, "since_received", time.Since(ev.ReceivedAt).Round(time.Millisecond))
 			default:
@@ -284,12 +285,12 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 // outside the handlers (theirs are caught per event) still ends the step,
 // every event failed, before it goes on to the runner, which redelivers
 // the batch: a tracer's span is never left open.
-func (c *Consumer) applyTraced(ctx context.Context, a *applier, evs []Event, start time.Time) (results []Result, elapsed time.Duration) {
+func (c *Consumer) applyTraced(ctx context.Context, a *applier, evs []consumer.Event, start time.Time) (results []consumer.Result, elapsed time.Duration) {
 	tctx := c.traceApplyStart(ctx, evs)
 	ended := false
 	defer func() {
 		if !ended {
-			c.traceApplyEnd(tctx, make([]Result, len(evs)), time.Since(start)) // the zero Result is Failed
+			c.traceApplyEnd(tctx, make([]consumer.Result, len(evs)), time.Since(start)) // the zero Result is Failed
 		}
 	}()
 	results = a.apply(tctx, evs)

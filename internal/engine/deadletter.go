@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
@@ -93,10 +94,10 @@ func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, f DeadLetterFilter
 
 // noteReplayFailure keeps the latest error of a dead letter whose replay
 // failed again, so `dead-letters show` tells why.
-func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, err error) error {
-	dbErr := store.DeadLetterNoteError(ctx, pool, consumer, messageKey(&ev), ShortError("replay: "+err.Error()))
+func noteReplayFailure(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, err error) error {
+	dbErr := store.DeadLetterNoteError(ctx, pool, consumerName, messageKey(&ev), ShortError("replay: "+err.Error()))
 	if dbErr != nil {
-		return fmt.Errorf("note replay failure %s seq %d: %w", consumer, ev.StreamSeq, dbErr)
+		return fmt.Errorf("note replay failure %s seq %d: %w", consumerName, ev.StreamSeq, dbErr)
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func ShortError(s string) string { return errtext.Short(s) }
 // deadLetter records the message in hookbridge.dead_letters and terms it.
 // When the row cannot be written the message is nak'd instead: it is
 // never terminated without a row.
-func (c *Consumer) deadLetter(ctx context.Context, ev Event, reason string, cause error) action {
+func (c *Consumer) deadLetter(ctx context.Context, ev consumer.Event, reason string, cause error) action {
 	attrs := []any{"consumer", c.opts.Name, "source", ev.Source, "event_id", ev.ID, "type", ev.Type,
 		"subject", ev.Subject, "seq", ev.StreamSeq, "delivery", ev.NumDelivered, "reason", reason,
 		"err", errtext.ForLog(cause)}

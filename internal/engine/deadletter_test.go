@@ -18,7 +18,8 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
-// consumerInfo reads the durable consumer's state from the server.
+// numAckPending reads the durable consumer's unacknowledged and
+// redelivered counts from the server.
 func numAckPending(t *testing.T, ns *hookbridgetest.JetStream, name string) (ackPending int, redelivered int) {
 	t.Helper()
 	c, err := ns.JS.Consumer(context.Background(), stream.Hooks, name)

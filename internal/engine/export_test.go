@@ -6,21 +6,23 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hookbridge/hookbridge/consumer"
 )
 
 // ApplyBatchSavepoints applies evs as batches were applied before the
 // set-wise path: transactions of at most 64 events (the old cap), a
 // savepoint per event. Benchmarks compare the two paths in one run.
-func ApplyBatchSavepoints(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, evs []Event) []Result {
-	results := make([]Result, len(evs))
+func ApplyBatchSavepoints(ctx context.Context, pool *pgxpool.Pool, consumerName string, h consumer.Handler, evs []consumer.Event) []consumer.Result {
+	results := make([]consumer.Result, len(evs))
 	if len(evs) == 1 {
-		out, err := Apply(ctx, pool, consumer, h, evs[0])
-		results[0] = Result{Outcome: out, Err: err}
+		out, err := Apply(ctx, pool, consumerName, h, evs[0])
+		results[0] = consumer.Result{Outcome: out, Err: err}
 		return results
 	}
 	for lo := 0; lo < len(evs); lo += maxSavepointBatch {
 		hi := min(lo+maxSavepointBatch, len(evs))
-		if err := applyBatchPipelined(ctx, pool, consumer, h, evs[lo:hi], results[lo:hi]); err != nil {
+		if err := applyBatchPipelined(ctx, pool, consumerName, h, evs[lo:hi], results[lo:hi]); err != nil {
 			failAll(evs[lo:hi], results[lo:hi], err)
 		}
 	}

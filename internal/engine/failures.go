@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -46,10 +47,10 @@ const countTimeout = 5 * time.Second
 // one's deletion sees this counter), and takes the message's lock that
 // [RecordDeadLetter] takes. The probe's inbox row is deleted again in the
 // same transaction; nobody ever sees it.
-func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (int, error) {
+func countFailure(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, cause error, timeout time.Duration) (int, error) {
 	var n int
-	err := underMessageLock(ctx, pool, consumer, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
-		n, err = store.FailureIncrement(ctx, tx, consumer, k, ShortError(cause.Error()))
+	err := underMessageLock(ctx, pool, consumerName, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
+		n, err = store.FailureIncrement(ctx, tx, consumerName, k, ShortError(cause.Error()))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -64,10 +65,10 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumer string, ev E
 // notePostponed records that ev was postponed (see [consumer.Postpone])
 // and returns since when it has been, or the zero time when the message
 // was settled meanwhile by another delivery of it, as for countFailure.
-func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, cause error, timeout time.Duration) (time.Time, error) {
+func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, cause error, timeout time.Duration) (time.Time, error) {
 	var since time.Time
-	err := underMessageLock(ctx, pool, consumer, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
-		since, err = store.FailurePostpone(ctx, tx, consumer, k, ShortError(cause.Error()))
+	err := underMessageLock(ctx, pool, consumerName, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
+		since, err = store.FailurePostpone(ctx, tx, consumerName, k, ShortError(cause.Error()))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -81,20 +82,20 @@ func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumer string, ev 
 
 // underMessageLock runs write in a transaction that first waits for any
 // other delivery of ev's message to settle (see countFailure).
-func underMessageLock(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event, timeout time.Duration,
+func underMessageLock(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, timeout time.Duration,
 	write func(tx pgx.Tx, k store.MessageKey) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := lockMessage(ctx, tx, consumer, ev.Source, ev.ID, ev.StreamSeq); err != nil {
+		if err := lockMessage(ctx, tx, consumerName, ev.Source, ev.ID, ev.StreamSeq); err != nil {
 			return err
 		}
-		probed, err := store.InboxClaim(ctx, tx, consumer, inboxEntry(&ev))
+		probed, err := store.InboxClaim(ctx, tx, consumerName, inboxEntry(&ev))
 		if err != nil {
 			return fmt.Errorf("probe inbox: %w", err)
 		}
 		if probed {
-			if err := store.InboxDelete(ctx, tx, consumer, ev.Source, ev.ID); err != nil {
+			if err := store.InboxDelete(ctx, tx, consumerName, ev.Source, ev.ID); err != nil {
 				return fmt.Errorf("remove inbox probe: %w", err)
 			}
 		}
@@ -105,8 +106,8 @@ func underMessageLock(ctx context.Context, pool *pgxpool.Pool, consumer string, 
 // lockMessage takes the transaction lock that serialises the failure
 // counter's upsert with the dead letter of the same message, so that
 // neither misses the other's committed row.
-func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, seq uint64) error {
-	if err := store.MessageLock(ctx, tx, consumer, source, id, seq); err != nil {
+func lockMessage(ctx context.Context, tx pgx.Tx, consumerName, source, id string, seq uint64) error {
+	if err := store.MessageLock(ctx, tx, consumerName, source, id, seq); err != nil {
 		return fmt.Errorf("lock message: %w", err)
 	}
 	return nil
@@ -115,7 +116,7 @@ func lockMessage(ctx context.Context, tx pgx.Tx, consumer, source, id string, se
 // queueClearFailures adds the deletion of the counters of evs' redelivered
 // messages to b and reports whether it did (no event was redelivered: no
 // counter can exist, nothing is queued).
-func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
+func queueClearFailures(b *pgx.Batch, consumerName string, evs []consumer.Event) bool {
 	var keys []store.MessageKey
 	for _, ev := range evs {
 		if ev.NumDelivered > 1 {
@@ -125,6 +126,6 @@ func queueClearFailures(b *pgx.Batch, consumer string, evs []Event) bool {
 	if len(keys) == 0 {
 		return false
 	}
-	store.QueueFailureClear(b, consumer, keys)
+	store.QueueFailureClear(b, consumerName, keys)
 	return true
 }

@@ -413,7 +413,7 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 // settle acks, terminates or naks km, and forgets it. It is counted as
 // settled before the ack leaves: a takeover check that reads the count
 // after the server has seen the ack must not still count it here, or a
-// message held elsewhere would hide behind it (see pendingElsewhere).
+// message held elsewhere would hide behind it (see puller.look).
 func (s *keyedScheduler) settle(km *kmsg, kind actionKind) {
 	s.release(km)
 	var err error

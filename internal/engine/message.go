@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -24,9 +25,9 @@ type MsgParts struct {
 	StoredAt     time.Time // when the stream stored it; used without a received-at header
 }
 
-// EventFromMsg turns a message delivered by a HOOKS consumer into an
-// [Event]; see [EventFromParts].
-func EventFromMsg(msg jetstream.Msg) (Event, error) {
+// EventFromMsg turns a message delivered by a HOOKS consumer into a
+// [consumer.Event]; see [EventFromParts].
+func EventFromMsg(msg jetstream.Msg) (consumer.Event, error) {
 	p := MsgParts{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()}
 	if md, err := msg.Metadata(); err == nil {
 		p.StreamSeq, p.NumDelivered, p.StoredAt = md.Sequence.Stream, md.NumDelivered, md.Timestamp
@@ -42,16 +43,16 @@ func EventFromMsg(msg jetstream.Msg) (Event, error) {
 // source name.
 func orderKey(source, key string) string { return source + "\x00" + key }
 
-// EventFromParts turns a HOOKS stream message into an [Event]; it is the
-// one place that does so, for delivered and replayed messages alike. The
-// body hash is computed here rather than trusted from the header, so the
-// inbox key always matches the bytes the handler sees.
-func EventFromParts(p MsgParts) (Event, error) {
+// EventFromParts turns a HOOKS stream message into a [consumer.Event]; it
+// is the one place that does so, for delivered and replayed messages
+// alike. The body hash is computed here rather than trusted from the
+// header, so the inbox key always matches the bytes the handler sees.
+func EventFromParts(p MsgParts) (consumer.Event, error) {
 	h := p.Header
 	if h == nil {
 		h = nats.Header{}
 	}
-	ev := Event{
+	ev := consumer.Event{
 		Source:       h.Get(stream.HeaderSource),
 		ID:           h.Get(stream.HeaderEventID),
 		Header:       h,

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/hookbridge/hookbridge/consumer"
 )
 
 // Tracer observes a consumer, in the manner of pgx's tracers: each Start
@@ -34,16 +36,16 @@ type Tracer interface {
 type TraceApplyStartData struct {
 	Consumer string
 	// Events are the batch's events in stream order; do not modify them.
-	Events []Event
+	Events []consumer.Event
 }
 
 // TraceApplyEndData is an applied batch.
 type TraceApplyEndData struct {
 	Consumer string
 	// Outcomes holds each event's outcome, in the order of the start's
-	// Events: [Processed], [Duplicate], [Conflict], [Postponed] or
-	// [Failed].
-	Outcomes []Outcome
+	// Events: [consumer.Processed], [consumer.Duplicate],
+	// [consumer.Conflict], [consumer.Postponed] or [consumer.Failed].
+	Outcomes []consumer.Outcome
 	// Duration is the time taken by every transaction of the batch.
 	Duration time.Duration
 }
@@ -51,7 +53,7 @@ type TraceApplyEndData struct {
 // TraceDeadLetterStartData is a message about to be dead-lettered.
 type TraceDeadLetterStartData struct {
 	Consumer string
-	Event    Event
+	Event    consumer.Event
 	// Reason is one of the Reason* constants.
 	Reason string
 }
@@ -64,22 +66,22 @@ type TraceDeadLetterEndData struct {
 	Err error
 }
 
-func (c *Consumer) traceApplyStart(ctx context.Context, evs []Event) context.Context {
+func (c *Consumer) traceApplyStart(ctx context.Context, evs []consumer.Event) context.Context {
 	if c.opts.Tracer == nil {
 		return ctx
 	}
 	return c.opts.Tracer.TraceApplyStart(ctx, TraceApplyStartData{Consumer: c.opts.Name, Events: evs})
 }
 
-func (c *Consumer) traceApplyEnd(ctx context.Context, results []Result, elapsed time.Duration) {
+func (c *Consumer) traceApplyEnd(ctx context.Context, results []consumer.Result, elapsed time.Duration) {
 	if c.opts.Tracer == nil {
 		return
 	}
-	outs := make([]Outcome, len(results))
+	outs := make([]consumer.Outcome, len(results))
 	for i, r := range results {
 		outs[i] = r.Outcome
-		if r.Outcome == Failed && isPostponed(r.Err) {
-			outs[i] = Postponed
+		if r.Outcome == consumer.Failed && consumer.IsPostponed(r.Err) {
+			outs[i] = consumer.Postponed
 		}
 	}
 	c.opts.Tracer.TraceApplyEnd(ctx, TraceApplyEndData{Consumer: c.opts.Name, Outcomes: outs, Duration: elapsed})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -20,7 +21,7 @@ type Options struct {
 	// EventTypes are the event types to receive (required).
 	EventTypes []string
 	// Handler applies each event (required).
-	Handler Handler
+	Handler consumer.Handler
 
 	// Concurrency is how many batches are applied at once (default 4).
 	Concurrency int

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/errtext"
 	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -23,7 +24,7 @@ type ReplayOptions struct {
 	// Consumer is the inbox key the events are applied under (required).
 	Consumer string
 	// Handler applies the events; not needed for a dry run.
-	Handler Handler
+	Handler consumer.Handler
 	// Sources and EventTypes are the consumer's own subscription; a range
 	// replay reads only those subjects. EventTypes is required unless
 	// DeadLetters is set.
@@ -65,14 +66,14 @@ type ReplayOptions struct {
 
 // ReplayItem is what happened to one replayed message.
 type ReplayItem struct {
-	Seq      uint64    `json:"seq"`
-	Time     time.Time `json:"time"`
-	Source   string    `json:"source"`
-	EventID  string    `json:"event_id"`
-	Type     string    `json:"type"`
-	Outcome  Outcome   `json:"outcome"`
-	Error    string    `json:"error,omitempty"`
-	Resolved bool      `json:"resolved,omitempty"` // a dead letter was marked resolved
+	Seq      uint64           `json:"seq"`
+	Time     time.Time        `json:"time"`
+	Source   string           `json:"source"`
+	EventID  string           `json:"event_id"`
+	Type     string           `json:"type"`
+	Outcome  consumer.Outcome `json:"outcome"`
+	Error    string           `json:"error,omitempty"`
+	Resolved bool             `json:"resolved,omitempty"` // a dead letter was marked resolved
 }
 
 // ReplaySummary counts the outcomes of a replay.
@@ -98,21 +99,21 @@ type ReplaySummary struct {
 func (s *ReplaySummary) add(it ReplayItem) {
 	s.Selected++
 	switch it.Outcome {
-	case Processed:
+	case consumer.Processed:
 		s.Processed++
-	case Duplicate:
+	case consumer.Duplicate:
 		s.Duplicate++
-	case Conflict:
+	case consumer.Conflict:
 		s.Conflict++
-	case ReplayNew:
+	case consumer.ReplayNew:
 		s.New++
-	case ReplayMissing:
+	case consumer.ReplayMissing:
 		s.Missing++
-	case ReplayMismatch:
+	case consumer.ReplayMismatch:
 		s.Mismatch++
-	case ReplayUnusable:
+	case consumer.ReplayUnusable:
 		s.Unusable++
-	case ReplayHeld:
+	case consumer.ReplayHeld:
 		s.Held++
 	default:
 		s.Failed++
@@ -220,7 +221,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		}
 		raw, err := s.GetMsg(ctx, d.StreamSeq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: ReplayMissing}, nil)
+			r.report(ReplayItem{Seq: d.StreamSeq, Source: d.Source, EventID: d.EventID, Type: d.EventType, Outcome: consumer.ReplayMissing}, nil)
 			continue
 		}
 		if err != nil {
@@ -232,7 +233,7 @@ func (r *replayer) deadLetters(ctx context.Context, s jetstream.Stream) error {
 		ev, evErr := EventFromParts(MsgParts{Subject: raw.Subject, Header: raw.Header, Data: raw.Data, StreamSeq: raw.Sequence, NumDelivered: 1, StoredAt: raw.Time})
 		if evErr == nil && (ev.Source != d.Source || ev.ID != d.EventID) {
 			mismatch := fmt.Errorf("dead letter is %s/%s", d.Source, d.EventID)
-			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: ReplayMismatch,
+			r.report(ReplayItem{Seq: d.StreamSeq, Time: raw.Time, Source: ev.Source, EventID: ev.ID, Type: ev.Type, Outcome: consumer.ReplayMismatch,
 				Error: mismatch.Error()}, mismatch)
 			continue
 		}
@@ -360,12 +361,12 @@ func (r *replayer) inTimeRange(t time.Time) bool {
 }
 
 // handle applies (or, in a dry run, classifies) one selected event.
-func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Time) {
+func (r *replayer) handle(ctx context.Context, ev consumer.Event, evErr error, at time.Time) {
 	it := ReplayItem{Seq: ev.StreamSeq, Time: at, Source: ev.Source, EventID: ev.ID, Type: ev.Type}
 	var cause error // it.Error's error, for the log line
 	if evErr == nil {
 		if why := r.order.blocked(ctx, ev); why != "" {
-			it.Outcome, it.Error = ReplayHeld, why
+			it.Outcome, it.Error = consumer.ReplayHeld, why
 			r.report(it, nil)
 			return
 		}
@@ -373,11 +374,11 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 	switch {
 	case evErr != nil:
 		cause = evErr
-		it.Outcome, it.Error = ReplayUnusable, ShortError(evErr.Error())
+		it.Outcome, it.Error = consumer.ReplayUnusable, ShortError(evErr.Error())
 	case r.o.DryRun:
 		out, err := peekInbox(ctx, r.pool, r.o.Consumer, ev)
 		it.Outcome = out
-		if err == nil && out == ReplayNew {
+		if err == nil && out == consumer.ReplayNew {
 			var why string
 			if why, err = r.failingLive(ctx, ev); why != "" {
 				// New to the inbox, but the real run's apply meets what
@@ -391,7 +392,7 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 		}
 		if err != nil {
 			cause = err
-			it.Outcome, it.Error = Failed, ShortError(err.Error())
+			it.Outcome, it.Error = consumer.Failed, ShortError(err.Error())
 		}
 	default:
 		report, err := r.apply(ctx, ev, &it)
@@ -400,7 +401,7 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 		}
 		cause = err
 	}
-	if it.Outcome != ReplayHeld { // a passed dead letter lets its key go on
+	if it.Outcome != consumer.ReplayHeld { // a passed dead letter lets its key go on
 		r.order.done(ev, it.Outcome)
 	}
 	r.report(it, cause)
@@ -412,21 +413,21 @@ func (r *replayer) handle(ctx context.Context, ev Event, evErr error, at time.Ti
 // a dead-letter replay found its row resolved meanwhile (discarded by an
 // operator, or applied by another requeue or replay). The error is the
 // one it.Error holds, if any, for the log line.
-func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) (report bool, cause error) {
+func (r *replayer) apply(ctx context.Context, ev consumer.Event, it *ReplayItem) (report bool, cause error) {
 	dead := r.unresolved[ev.StreamSeq]
-	var out Outcome
+	var out consumer.Outcome
 	var err error
 	if dead {
 		var resolved, gone bool
-		out, err = r.withRetry(ctx, func(actx context.Context) (Outcome, error) {
-			var o Outcome
+		out, err = r.withRetry(ctx, func(actx context.Context) (consumer.Outcome, error) {
+			var o consumer.Outcome
 			var e error
 			o, resolved, gone, e = applyResolving(actx, r.pool, r.o.Consumer, r.o.Handler, ev, r.o.Resolution, r.o.OutOfOrder)
 			return o, e
 		})
 		switch {
-		case err == nil && out == ReplayHeld:
-			it.Outcome, it.Error = ReplayHeld, ErrPassed.Error()
+		case err == nil && out == consumer.ReplayHeld:
+			it.Outcome, it.Error = consumer.ReplayHeld, ErrPassed.Error()
 			return true, nil
 		case err == nil && gone:
 			delete(r.unresolved, ev.StreamSeq)
@@ -459,8 +460,8 @@ func (r *replayer) apply(ctx context.Context, ev Event, it *ReplayItem) (report 
 }
 
 // applyPlain applies ev with [Apply].
-func (r *replayer) applyPlain(ctx context.Context, ev Event) (Outcome, error) {
-	return r.withRetry(ctx, func(actx context.Context) (Outcome, error) {
+func (r *replayer) applyPlain(ctx context.Context, ev consumer.Event) (consumer.Outcome, error) {
+	return r.withRetry(ctx, func(actx context.Context) (consumer.Outcome, error) {
 		return Apply(actx, r.pool, r.o.Consumer, r.o.Handler, ev)
 	})
 }
@@ -468,7 +469,7 @@ func (r *replayer) applyPlain(ctx context.Context, ev Event) (Outcome, error) {
 // withRetry runs one apply attempt under the apply timeout, trying again a
 // few times when the database fails transiently, so a short blip does not
 // fail an operator's replay.
-func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Context) (Outcome, error)) (Outcome, error) {
+func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Context) (consumer.Outcome, error)) (consumer.Outcome, error) {
 	delay := 200 * time.Millisecond
 	for n := 1; ; n++ {
 		actx, cancel := context.WithTimeout(ctx, r.o.ApplyTimeout)
@@ -479,7 +480,7 @@ func (r *replayer) withRetry(ctx context.Context, attempt func(ctx context.Conte
 		}
 		select {
 		case <-ctx.Done():
-			return Failed, err
+			return consumer.Failed, err
 		case <-time.After(delay):
 		}
 		delay *= 2
@@ -502,33 +503,33 @@ var ErrPassed = errors.New("a later event of its ordering key has applied since 
 // reports that the row was resolved already; nothing was applied then. A
 // conflict is recorded and the row stays unresolved; a failure rolls
 // everything back.
-func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumer string, h Handler, ev Event, resolution string, outOfOrder bool) (out Outcome, resolved, gone bool, err error) {
+func applyResolving(ctx context.Context, pool *pgxpool.Pool, consumerName string, h consumer.Handler, ev consumer.Event, resolution string, outOfOrder bool) (out consumer.Outcome, resolved, gone bool, err error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
+		return consumer.Failed, false, false, fmt.Errorf("apply %s/%s: %w: %w", ev.Source, ev.ID, errBeginFailed, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	locked, passed, err := store.DeadLetterLock(ctx, tx, consumer, messageKey(&ev))
+	locked, passed, err := store.DeadLetterLock(ctx, tx, consumerName, messageKey(&ev))
 	if err != nil {
-		return Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
+		return consumer.Failed, false, false, fmt.Errorf("apply %s/%s: lock dead letter seq %d: %w", ev.Source, ev.ID, ev.StreamSeq, err)
 	}
 	if !locked {
-		return Failed, false, true, nil
+		return consumer.Failed, false, true, nil
 	}
 	if passed && !outOfOrder {
-		return ReplayHeld, false, false, nil
+		return consumer.ReplayHeld, false, false, nil
 	}
-	out, _, err = applyInTx(ctx, tx, consumer, h, ev)
+	out, _, err = applyInTx(ctx, tx, consumerName, h, ev)
 	if err != nil {
-		return Failed, false, false, err
+		return consumer.Failed, false, false, err
 	}
-	if out == Processed || out == Duplicate {
-		if resolved, err = store.DeadLetterResolve(ctx, tx, consumer, messageKey(&ev), resolution); err != nil {
-			return Failed, false, false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumer, ev.StreamSeq, err)
+	if out == consumer.Processed || out == consumer.Duplicate {
+		if resolved, err = store.DeadLetterResolve(ctx, tx, consumerName, messageKey(&ev), resolution); err != nil {
+			return consumer.Failed, false, false, fmt.Errorf("resolve dead letter %s seq %d: %w", consumerName, ev.StreamSeq, err)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return Failed, false, false, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
+		return consumer.Failed, false, false, fmt.Errorf("apply %s/%s: commit: %w", ev.Source, ev.ID, err)
 	}
 	return out, resolved, false, nil
 }
@@ -554,7 +555,7 @@ func (r *replayer) report(it ReplayItem, cause error) {
 // failingLive says, for a keyed event of a keyed replay, whether the live
 // consumer is failing it right now or has postponed it (it has a row in
 // hookbridge.delivery_failures), and how; "" when it is neither.
-func (r *replayer) failingLive(ctx context.Context, ev Event) (string, error) {
+func (r *replayer) failingLive(ctx context.Context, ev consumer.Event) (string, error) {
 	if r.order == nil || ev.OrderingKey == "" {
 		return "", nil
 	}
@@ -578,16 +579,16 @@ func (r *replayer) failingLive(ctx context.Context, ev Event) (string, error) {
 }
 
 // peekInbox tells what applying ev would do, reading the inbox only.
-func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumer string, ev Event) (Outcome, error) {
-	stored, err := store.InboxGetHash(ctx, pool, consumer, ev.Source, ev.ID)
+func peekInbox(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event) (consumer.Outcome, error) {
+	stored, err := store.InboxGetHash(ctx, pool, consumerName, ev.Source, ev.ID)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return ReplayNew, nil
+		return consumer.ReplayNew, nil
 	case err != nil:
-		return Failed, fmt.Errorf("read inbox %s/%s: %w", ev.Source, ev.ID, err)
+		return consumer.Failed, fmt.Errorf("read inbox %s/%s: %w", ev.Source, ev.ID, err)
 	case string(stored) == string(ev.BodySHA256[:]):
-		return Duplicate, nil
+		return consumer.Duplicate, nil
 	default:
-		return Conflict, nil
+		return consumer.Conflict, nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
@@ -102,7 +103,7 @@ func ackFloor(ctx context.Context, js jetstream.JetStream, durable string) (uint
 
 // blocked says why ev may not apply now ("" when it may): its key is
 // held, or an earlier message of its key is unsettled.
-func (k *keyOrder) blocked(ctx context.Context, ev Event) string {
+func (k *keyOrder) blocked(ctx context.Context, ev consumer.Event) string {
 	if k == nil || ev.OrderingKey == "" {
 		return ""
 	}
@@ -133,15 +134,15 @@ func (k *keyOrder) blocked(ctx context.Context, ev Event) string {
 // events. Other outcomes (a dead letter gone from the stream, or passed
 // by a later event) leave the key as it was: a dead letter lets its key
 // go on.
-func (k *keyOrder) done(ev Event, out Outcome) {
+func (k *keyOrder) done(ev consumer.Event, out consumer.Outcome) {
 	if k == nil || ev.OrderingKey == "" {
 		return
 	}
 	key := orderKey(ev.Source, ev.OrderingKey)
 	switch out {
-	case Processed, Duplicate, Conflict, ReplayNew:
+	case consumer.Processed, consumer.Duplicate, consumer.Conflict, consumer.ReplayNew:
 		k.unsettled[key] = slices.DeleteFunc(k.unsettled[key], func(r foreignRef) bool { return r.seq == ev.StreamSeq })
-	case Failed:
+	case consumer.Failed:
 		if _, ok := k.held[key]; !ok {
 			k.held[key] = fmt.Sprintf("an earlier event of its ordering key did not apply (%s/%s, stream seq %d)", ev.Source, ev.ID, ev.StreamSeq)
 		}
@@ -151,7 +152,7 @@ func (k *keyOrder) done(ev Event, out Outcome) {
 // failing records that the live consumer is failing ev (or has it
 // postponed), which a dry run reports as new: the real run's apply would
 // meet the same, so the key's later events are held behind it.
-func (k *keyOrder) failing(ev Event) {
+func (k *keyOrder) failing(ev consumer.Event) {
 	if k == nil || ev.OrderingKey == "" {
 		return
 	}

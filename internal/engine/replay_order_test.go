@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/stream"
@@ -72,10 +73,10 @@ func TestRangeReplayHoldsAKeyBehindAFailingEvent(t *testing.T) {
 			db.Count(t, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'A-1'`) == 1
 	})
 	sum, items := replayKeyed(t, db, ns, func(o *engine.ReplayOptions) { o.Since = time.Now().Add(-time.Hour) })
-	if items["A-1"].Outcome != engine.Failed || items["A-2"].Outcome != engine.ReplayHeld || items["A-3"].Outcome != engine.ReplayHeld {
+	if items["A-1"].Outcome != consumer.Failed || items["A-2"].Outcome != consumer.ReplayHeld || items["A-3"].Outcome != consumer.ReplayHeld {
 		t.Fatalf("replay outcomes A-1 %s, A-2 %s, A-3 %s; want failed, held, held", items["A-1"].Outcome, items["A-2"].Outcome, items["A-3"].Outcome)
 	}
-	if sum.Held != 2 || items["B-1"].Outcome != engine.Duplicate {
+	if sum.Held != 2 || items["B-1"].Outcome != consumer.Duplicate {
 		t.Fatalf("summary %+v, B-1 %s; want 2 held and B a duplicate", sum, items["B-1"].Outcome)
 	}
 	if got := appliedOrder(t, db, "A"); len(got) != 0 {
@@ -110,15 +111,15 @@ func TestDryRunHoldsAKeyBehindAnEventFailingLive(t *testing.T) {
 	})
 	sum, items := replayKeyed(t, db, ns, func(o *engine.ReplayOptions) { o.Since, o.DryRun = time.Now().Add(-time.Hour), true })
 	a1 := items["A-1"]
-	if a1.Outcome != engine.ReplayNew || !strings.Contains(a1.Error, "the live consumer is failing it") || !strings.Contains(a1.Error, "blocked") {
+	if a1.Outcome != consumer.ReplayNew || !strings.Contains(a1.Error, "the live consumer is failing it") || !strings.Contains(a1.Error, "blocked") {
 		t.Fatalf("A-1 %s (%q); want new, noting the live consumer's failure and its error", a1.Outcome, a1.Error)
 	}
 	for _, id := range []string{"A-2", "A-3"} {
-		if it := items[id]; it.Outcome != engine.ReplayHeld || !strings.Contains(it.Error, "demo/A-1") {
+		if it := items[id]; it.Outcome != consumer.ReplayHeld || !strings.Contains(it.Error, "demo/A-1") {
 			t.Fatalf("%s %s (%q); want held behind demo/A-1", id, it.Outcome, it.Error)
 		}
 	}
-	if sum.Held != 2 || sum.New != 1 || items["B-1"].Outcome != engine.Duplicate {
+	if sum.Held != 2 || sum.New != 1 || items["B-1"].Outcome != consumer.Duplicate {
 		t.Fatalf("summary %+v, B-1 %s; want 2 held, 1 new and B a duplicate", sum, items["B-1"].Outcome)
 	}
 	if got := appliedOrder(t, db, "A"); len(got) != 0 {
@@ -138,7 +139,7 @@ func TestReplayHoldsAKeyBehindAnEventBeforeItsRange(t *testing.T) {
 	publishVersion(t, ns, "demo", "B-1", "B", 1, "")
 	for _, dry := range []bool{true, false} {
 		_, items := replayKeyed(t, db, ns, func(o *engine.ReplayOptions) { o.FromSeq, o.DryRun = from, dry })
-		if items["A-2"].Outcome != engine.ReplayHeld || items["B-1"].Outcome == engine.ReplayHeld {
+		if items["A-2"].Outcome != consumer.ReplayHeld || items["B-1"].Outcome == consumer.ReplayHeld {
 			t.Fatalf("dry run %v: A-2 %s (%s), B-1 %s; want A-2 held behind A-1, B-1 not", dry, items["A-2"].Outcome, items["A-2"].Error, items["B-1"].Outcome)
 		}
 	}
@@ -175,7 +176,7 @@ func TestPassedMarkCommitsWithTheLaterEvent(t *testing.T) {
 		return seen == 1
 	})
 	_, items := replayKeyed(t, db, ns, func(o *engine.ReplayOptions) { o.DeadLetters = true })
-	if it := items["A-1"]; it.Outcome != engine.ReplayHeld {
+	if it := items["A-1"]; it.Outcome != consumer.ReplayHeld {
 		t.Fatalf("replay of the passed dead letter: %s (%s), want held", it.Outcome, it.Error)
 	}
 	if got := appliedOrder(t, db, "A"); !slices.Equal(got, []int{2}) {

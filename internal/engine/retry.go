@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/errtext"
 )
 
@@ -30,7 +31,7 @@ const DefaultMaxDeliver = 10
 // these never count toward dead-lettering. An error marked [consumer.Permanent] is
 // never transient.
 func IsTransient(err error) bool {
-	if err == nil || IsPermanent(err) {
+	if err == nil || consumer.IsPermanent(err) {
 		return false
 	}
 	// Nothing of the event had been sent yet, or the database was found
@@ -154,11 +155,11 @@ func (g *intakeGate) pingOnce(ctx context.Context) error {
 // the message's counter in hookbridge.delivery_failures (see failures.go):
 // JetStream's delivery count includes every redelivery after a deadlock,
 // a lost connection, an outage or an ack timeout.
-func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []any) action {
+func (c *Consumer) onFailure(ctx context.Context, ev consumer.Event, err error, attrs []any) action {
 	retry := action{kind: nak, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", errtext.ForLog(err)) // values masked: a log holds no body
 	switch {
-	case IsPermanent(err) && !c.opts.takesType(ev.Type):
+	case consumer.IsPermanent(err) && !c.opts.takesType(ev.Type):
 		// Stored on a subject the consumer's filter dropped, before the
 		// change (narrowing.go): it is applied like every message accepted
 		// before, and a handler without code for the type refuses it.
@@ -166,7 +167,7 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 			"event type %q is no longer one of consumer %s's event types (the configuration dropped it after the event was accepted; "+
 				"for a consumer declared in SQL, its apply statement was removed): restore it and requeue this dead letter, or discard it: %w",
 			ev.Type, c.opts.Name, err))
-	case IsPermanent(err):
+	case consumer.IsPermanent(err):
 		return c.deadLetter(ctx, ev, ReasonPermanent, err)
 	case IsTransient(err):
 		c.gate.close()
@@ -206,7 +207,7 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 // else after the backoff; unkeyed: nak'd with the backoff), or
 // dead-lettered once it has waited for longer than PostponeLimit since it
 // was first postponed. Postponements never count toward max_deliver.
-func (c *Consumer) onPostponed(ctx context.Context, ev Event, err error, attrs []any) action {
+func (c *Consumer) onPostponed(ctx context.Context, ev consumer.Event, err error, attrs []any) action {
 	retry := action{kind: postpone, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", errtext.ForLog(err))
 	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, min(c.opts.HandlerTimeout, countTimeout))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/failat"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
 
@@ -57,7 +59,7 @@ type inboxRow struct {
 
 // setwise applies evs in one transaction, filling results, or returns why
 // it could not; results are then meaningless.
-func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *setFailure {
+func (a *applier) setwise(ctx context.Context, evs []consumer.Event, results []consumer.Result) *setFailure {
 	ctx, cancel := a.attempt(ctx)
 	defer cancel()
 	tx, err := a.pool.Begin(ctx)
@@ -88,7 +90,7 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 
 	// Classify in stream order, as the per-event path would.
 	current := make(map[inboxKey]inboxRow, len(uniq)-len(claimed))
-	var news []Event
+	var news []consumer.Event
 	var newIdx []int
 	var conflicts []ConflictRecord
 	for i, ev := range evs {
@@ -97,7 +99,7 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 			news = append(news, ev)
 			newIdx = append(newIdx, i)
 			current[k] = inboxRow{sha: ev.BodySHA256[:], seq: int64(ev.StreamSeq)}
-			results[i] = Result{Outcome: Processed}
+			results[i] = consumer.Result{Outcome: consumer.Processed}
 			continue
 		}
 		row, ok := current[k]
@@ -110,12 +112,12 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 			current[k] = row
 		}
 		if string(row.sha) == string(ev.BodySHA256[:]) {
-			results[i] = Result{Outcome: Duplicate}
+			results[i] = consumer.Result{Outcome: consumer.Duplicate}
 			continue
 		}
 		conflicts = append(conflicts, ConflictRecord{DetectedBy: a.consumer, Source: ev.Source, EventID: ev.ID, EventType: ev.Type,
 			OriginalSHA256: row.sha, OriginalSeq: row.seq, RejectedSeq: int64(ev.StreamSeq), RejectedBody: ev.Body})
-		results[i] = Result{Outcome: Conflict}
+		results[i] = consumer.Result{Outcome: consumer.Conflict}
 	}
 	if len(conflicts) > 0 {
 		if err := recordConflicts(ctx, tx, conflicts); err != nil {
@@ -123,7 +125,7 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 		}
 	}
 	if len(news) > 0 {
-		if be := handleRun(ctx, tx, a.h, news); be != nil {
+		if be := failat.Handle(ctx, tx, a.h, news, eventName); be != nil {
 			f := &setFailure{err: fmt.Errorf("apply batch: handler: %w", be)}
 			if be.Lo >= 0 && be.Lo < be.Hi && be.Hi <= len(news) {
 				f.lo, f.hi = newIdx[be.Lo], newIdx[be.Hi-1]+1
@@ -145,7 +147,7 @@ func (a *applier) setwise(ctx context.Context, evs []Event, results []Result) *s
 // deletes the failure counters of redelivered messages and marks the dead
 // letters keyed events pass in the same round trip. It returns the keys it
 // claimed, and whether anything besides was written (cleared).
-func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []int) (claimed map[inboxKey]bool, cleared bool, err error) {
+func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []consumer.Event, uniq []int) (claimed map[inboxKey]bool, cleared bool, err error) {
 	sorted := slices.Clone(uniq)
 	slices.SortFunc(sorted, func(x, y int) int {
 		return cmp.Or(cmp.Compare(evs[x].Source, evs[y].Source), cmp.Compare(evs[x].ID, evs[y].ID))
@@ -177,7 +179,7 @@ func (a *applier) claimSet(ctx context.Context, tx pgx.Tx, evs []Event, uniq []i
 
 // readRepeats reads the inbox rows of the keys at uniq that were not
 // claimed.
-func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []Event, uniq []int, claimed map[inboxKey]bool) (map[inboxKey]inboxRow, error) {
+func (a *applier) readRepeats(ctx context.Context, tx pgx.Tx, evs []consumer.Event, uniq []int, claimed map[inboxKey]bool) (map[inboxKey]inboxRow, error) {
 	var keys []store.EventKey
 	for _, i := range uniq {
 		if !claimed[inboxKey{evs[i].Source, evs[i].ID}] {
@@ -202,3 +204,7 @@ func recordConflicts(ctx context.Context, tx pgx.Tx, cs []ConflictRecord) error 
 	}
 	return nil
 }
+
+// eventName labels an event in the error of a batch applied one event at
+// a time (a handler without HandleBatch), as a Mux labels its runs'.
+func eventName(ev consumer.Event) string { return ev.Source + "/" + ev.ID }

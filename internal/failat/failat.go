@@ -1,13 +1,18 @@
-// Package failat locates the failure of a handler run over a batch of
-// events. It sits below both the public handler API (whose FailedAt and
-// Mux produce located failures) and the consumer engine (which reads them
-// to decide how to split a batch), so that neither reaches into the other.
+// Package failat applies a run of events with a handler and locates its
+// failure. It sits below both the public handler API (whose Mux applies
+// each type's run with it, and whose FailedAt reports a located failure)
+// and the consumer engine (which applies a batch's new events with it and
+// reads the location to decide how to split the batch), so that neither
+// reaches into the other and both apply a run the same way.
 package failat
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Error is a failed batch call that knows where it failed: evs[Lo:Hi]
@@ -28,11 +33,24 @@ func (e *Error) Shift(by int) *Error {
 	return &Error{Lo: e.Lo + by, Hi: e.Hi + by, Err: e.Err}
 }
 
-// Run applies run: with batch when it is not nil (a batch handler), else
-// with one event by event. A panic becomes an Error naming the run (or
-// the event), as a returned error would; name labels an event in the
-// error of the one-by-one path.
-func Run[E any](run []E, batch func([]E) error, one func(E) error, name func(E) string) (failed *Error) {
+// Handler is the handler API's Handler (package consumer, which imports
+// this package) for events of type E: a consumer's handler and each
+// type's handler in a Mux.
+type Handler[E any] interface {
+	Handle(ctx context.Context, tx pgx.Tx, ev E) error
+}
+
+// batchHandler is the handler API's BatchHandler for events of type E.
+type batchHandler[E any] interface {
+	HandleBatch(ctx context.Context, tx pgx.Tx, evs []E) error
+}
+
+// Handle applies run with h inside tx: with h's HandleBatch when it has
+// one, else with Handle event by event. A batch call's failure is the
+// range its own Error names, else the whole run; one event's failure is
+// that event, its error labelled with name. A panic becomes an Error
+// naming the run (or the event), as a returned error would.
+func Handle[E any](ctx context.Context, tx pgx.Tx, h Handler[E], run []E, name func(E) string) (failed *Error) {
 	i := -1 // the event being handled one by one, if any
 	defer func() {
 		if p := recover(); p != nil {
@@ -42,8 +60,8 @@ func Run[E any](run []E, batch func([]E) error, one func(E) error, name func(E) 
 			}
 		}
 	}()
-	if batch != nil {
-		if err := batch(run); err != nil {
+	if bh, ok := h.(batchHandler[E]); ok {
+		if err := bh.HandleBatch(ctx, tx, run); err != nil {
 			var inner *Error
 			if errors.As(err, &inner) && inner.Lo >= 0 && inner.Hi <= len(run) && inner.Lo < inner.Hi {
 				return &Error{Lo: inner.Lo, Hi: inner.Hi, Err: err}
@@ -54,7 +72,7 @@ func Run[E any](run []E, batch func([]E) error, one func(E) error, name func(E) 
 	}
 	for j, ev := range run {
 		i = j
-		if err := one(ev); err != nil {
+		if err := h.Handle(ctx, tx, ev); err != nil {
 			return &Error{Lo: j, Hi: j + 1, Err: fmt.Errorf("%s: %w", name(ev), err)}
 		}
 	}

@@ -32,7 +32,7 @@ type ConsumerState struct {
 	Paused bool
 	// Keyed says the consumer reads keyed messages through partition
 	// durables: then the counts above include its partitions', and
-	// Partitions and Members describe them ([keyedMetrics]).
+	// Partitions and Members describe them ([PartitionState], [MemberState]).
 	Keyed      bool
 	Partitions []PartitionState
 	Members    []MemberState

@@ -770,7 +770,7 @@ func (p *postponeCounter) TraceApplyStart(ctx context.Context, _ engine.TraceApp
 
 func (p *postponeCounter) TraceApplyEnd(_ context.Context, d engine.TraceApplyEndData) {
 	for _, o := range d.Outcomes {
-		if o == engine.Postponed {
+		if o == consumer.Postponed {
 			p.n.Add(1)
 		}
 	}
