@@ -55,7 +55,8 @@ type DeadLetter struct {
 	// OrderingKey is the event's ordering key ("" for an unkeyed event).
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// PassedAt is when a later event of the same key was applied (nil:
-	// none yet); PassedByEvent and PassedBySeq name the first one.
+	// none yet); PassedByEvent and PassedBySeq name the first transaction's
+	// latest event of the key.
 	PassedAt      *time.Time `json:"passed_at,omitempty"`
 	PassedByEvent string     `json:"passed_by_event,omitempty"`
 	PassedBySeq   uint64     `json:"passed_by_seq,omitempty"`
@@ -77,8 +78,9 @@ func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 	return err
 }
 
-// PassingEvent is the first event of its (source, ordering key) in a
-// transaction: it passes the key's earlier dead letters.
+// PassingEvent is the event of its (source, ordering key) with the highest
+// stream sequence in a transaction: it passes the key's earlier dead
+// letters.
 type PassingEvent struct {
 	Source, OrderingKey, EventID string
 	StreamSeq                    uint64
