@@ -359,8 +359,9 @@ type EventFailure struct {
 	Failures  int
 	LastError string
 	UpdatedAt time.Time // of the last failure
-	// PostponedSince is when its handler first postponed it (it waits
-	// for a later event of its key), nil when it was not.
+	// PostponedSince is when its handler first postponed it since it last
+	// failed (it waits for a later event of its key), nil when its last
+	// attempt failed or it was never postponed.
 	PostponedSince *time.Time
 }
 
@@ -391,15 +392,17 @@ type Failure struct {
 	Failures  int       `json:"failures"`
 	LastError string    `json:"last_error"`
 	UpdatedAt time.Time `json:"last_failed_at"`
-	// PostponedSince is when its handler first postponed it (it waits
-	// for a later event of its key; failures do not count those), nil
-	// when it was not.
+	// PostponedSince is when its handler first postponed it since it last
+	// failed (it waits for a later event of its key; failures do not
+	// count those), nil when its last attempt failed or it was never
+	// postponed.
 	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
 // FailureList returns up to limit messages failing right now
 // (postponed false) or postponed by their handler (postponed true: their
-// PostponedSince is set, whatever their failures), the most recent first.
+// last attempt postponed, so PostponedSince is set, whatever failures came
+// before), the most recent first.
 func FailureList(ctx context.Context, q Querier, postponed bool, limit int) ([]Failure, error) {
 	rows, err := q.Query(ctx, sqlFailureList, postponed, limit)
 	if err != nil {

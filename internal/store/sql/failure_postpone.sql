@@ -1,5 +1,6 @@
 -- Records that the message was postponed and returns since when: the
--- first postponement's time, kept across later ones. A postponement does
+-- first postponement's time, kept across later ones until the message
+-- fails (failure_increment.sql ends the postponement). A postponement does
 -- not add to the failures counted toward max_deliver. No row when the
 -- message was applied or dead-lettered meanwhile.
 INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error, postponed_since)
