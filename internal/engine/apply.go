@@ -116,14 +116,20 @@ func readAfterClaim(br pgx.BatchResults, clear, mark bool) (wrote bool, err erro
 		if err != nil {
 			return false, fmt.Errorf("mark passed dead letters: %w", err)
 		}
-		wrote = wrote || marked
+		postponed, err := store.ReadFailureMarkPassedBy(br)
+		if err != nil {
+			return false, fmt.Errorf("mark passed postponed events: %w", err)
+		}
+		wrote = wrote || marked || postponed
 	}
 	return wrote, nil
 }
 
 // queuePassedMarks adds to b the mark of the dead letters that evs' keyed
-// events pass (docs/DESIGN.md, "Order"), in their own transaction, and
-// reports whether it queued anything (no keyed event: nothing). Per key it
+// events pass (docs/DESIGN.md, "Order"), and of the postponed events they
+// pass (whose dead letters, if they become ones, take the mark over), in
+// their own transaction, and reports whether it queued anything (no keyed
+// event: nothing). Per key it
 // sends the event of the transaction with the highest stream sequence: it
 // passes every dead letter any of them passes, and they commit together.
 // The first of the key in the transaction would not do: a batch tried from
@@ -149,6 +155,7 @@ func queuePassedMarks(b *pgx.Batch, consumer string, evs []Event) bool {
 		return false
 	}
 	store.QueueDeadLetterMarkPassedBy(b, consumer, last)
+	store.QueueFailureMarkPassedBy(b, consumer, last)
 	return true
 }
 

@@ -248,6 +248,7 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 	// could never be dead-lettered.
 	start := time.Now()
 	results, elapsed := c.applyTraced(ctx, a, evs, start)
+	passed := passedInBatch(evs, results)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
@@ -257,7 +258,7 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		case res.Outcome == Failed && isHeld(res.Err):
 			actions[i] = action{kind: hold}
 		case res.Outcome == Failed && isPostponed(res.Err):
-			actions[i] = c.onPostponed(ctx, ev, res.Err, attrs)
+			actions[i] = c.onPostponed(ctx, ev, res.Err, passed[j], attrs)
 		case res.Outcome != Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it

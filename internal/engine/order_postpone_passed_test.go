@@ -3,9 +3,11 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -117,4 +119,74 @@ func ptrText(s *string) string {
 		return "nothing"
 	}
 	return *s
+}
+
+// An event postponed past its postpone_limit becomes a dead letter after
+// the later events of its key applied past it. It starts marked passed,
+// by the first of them, so a requeue without out-of-order holds it: the
+// later event marks the postponement's row in its own transaction (a batch
+// of one: it applies alone, the postponed event is tried again in the
+// next batch), or, applied in the same batch before the row existed, is
+// named when the postponement is recorded; the dead letter takes the mark
+// over. The consumer restarts in between with a short postpone_limit:
+// nothing held in memory carries the mark.
+func TestPostponedDeadLetterStartsPassed(t *testing.T) {
+	t.Parallel()
+	for _, sameBatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("same-batch=%v", sameBatch), func(t *testing.T) {
+			t.Parallel()
+			size := 1
+			if sameBatch {
+				size = engine.DefaultBatchSize
+			}
+			db := hookbridgetest.Postgres(t, postponeRetrySchema)
+			ns := hookbridgetest.NATS(t)
+			ns.EnsureHooks(t)
+			bad, waiting := new(atomic.Bool), new(atomic.Bool)
+			waiting.Store(true)
+			h := passedMarkHandler{bad: bad, waiting: waiting}
+			// o1-0 order.note postpones while waiting; o1-1
+			// order.cancelled needs nothing.
+			if sameBatch {
+				publishPretry(t, ns, "order.note", "order.cancelled")
+			} else {
+				publishPretry(t, ns, "order.note")
+			}
+			stop := runPretry(t, db, ns, h, size)
+			db.AwaitCount(t, 1, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'o1-0' AND postponed_since IS NOT NULL`)
+			if !sameBatch {
+				publishPretry(t, ns, "order.note", "order.cancelled") // o1-0 again is a duplicate JetStream drops
+			}
+			db.AwaitCount(t, 1, `SELECT count(*) FROM pretry.applied WHERE typ = 'order.cancelled'`)
+			db.AwaitCount(t, 1, `SELECT count(*) FROM hookbridge.delivery_failures WHERE event_id = 'o1-0' AND passed_by_event = 'o1-1'`)
+			stop()
+			runPretry(t, db, ns, h, size, func(o *engine.Options) { o.PostponeLimit = time.Millisecond })
+			db.AwaitCount(t, 1, `SELECT count(*) FROM hookbridge.dead_letters WHERE event_id = 'o1-0' AND reason = 'postponed'`)
+			var passedBy *string
+			if err := db.Pool.QueryRow(context.Background(),
+				`SELECT passed_by_event FROM hookbridge.dead_letters WHERE event_id = 'o1-0'`).Scan(&passedBy); err != nil {
+				t.Fatal(err)
+			}
+			if passedBy == nil || *passedBy != "o1-1" {
+				t.Fatalf("postponed dead letter passed by %s, want o1-1, which applied past it", ptrText(passedBy))
+			}
+			waiting.Store(false)
+			for _, outOfOrder := range []bool{false, true} {
+				var outcome consumer.Outcome
+				if _, err := engine.Replay(context.Background(), db.Pool, ns.JS, engine.ReplayOptions{
+					Consumer: "pretry", Handler: h, EventTypes: postponeRetryTypes, DeadLetters: true, OutOfOrder: outOfOrder,
+					Report: func(it engine.ReplayItem) { outcome = it.Outcome },
+				}); err != nil {
+					t.Fatal(err)
+				}
+				want := map[bool]consumer.Outcome{false: consumer.ReplayHeld, true: consumer.Processed}[outOfOrder]
+				if outcome != want {
+					t.Fatalf("requeue with out-of-order %v: %v, want %v", outOfOrder, outcome, want)
+				}
+				if n := db.Count(t, `SELECT count(*) FROM pretry.applied WHERE typ = 'order.note'`); n != map[bool]int{false: 0, true: 1}[outOfOrder] {
+					t.Fatalf("order.note applied %d times after the requeue with out-of-order %v", n, outOfOrder)
+				}
+			}
+		})
+	}
 }

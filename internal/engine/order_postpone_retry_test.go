@@ -78,14 +78,20 @@ func publishPretry(t *testing.T, ns *hookbridgetest.JetStream, types ...string) 
 }
 
 // runPretry runs the keyed pretry consumer with h and the batch size
-// until the test ends or stop is called. The backoff is an hour, so a
-// postponed event applies only when it is retried after a later one.
-func runPretry(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, h consumer.Handler, batch int) (stop func()) {
+// (and what set changes) until the test ends or stop is called. The
+// backoff is an hour, so a postponed event applies only when it is
+// retried after a later one.
+func runPretry(t *testing.T, db *hookbridgetest.Database, ns *hookbridgetest.JetStream, h consumer.Handler, batch int,
+	set ...func(*engine.Options)) (stop func()) {
 	t.Helper()
-	c, err := engine.New(db.Pool, ns.JS, engine.Options{
+	opts := engine.Options{
 		Name: "pretry", EventTypes: postponeRetryTypes, Handler: h, Partitions: stream.DefaultPartitions, BatchSize: batch,
 		MaxDeliver: 5, Backoff: []time.Duration{time.Hour}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, f := range set {
+		f(&opts)
+	}
+	c, err := engine.New(db.Pool, ns.JS, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

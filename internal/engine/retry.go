@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // DefaultMaxDeliver is how many deliveries a message gets before it is
@@ -206,10 +207,12 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 // else after the backoff; unkeyed: nak'd with the backoff), or
 // dead-lettered once it has waited for longer than PostponeLimit since it
 // was first postponed. Postponements never count toward max_deliver.
-func (c *Consumer) onPostponed(ctx context.Context, ev Event, err error, attrs []any) action {
+// passedBy is a later event of its key that applied in the same batch (nil:
+// none): its dead letter, if it becomes one, is passed.
+func (c *Consumer) onPostponed(ctx context.Context, ev Event, err error, passedBy *store.PassingEvent, attrs []any) action {
 	retry := action{kind: postpone, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", errtext.ForLog(err))
-	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, min(c.opts.HandlerTimeout, countTimeout))
+	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, passedBy, min(c.opts.HandlerTimeout, countTimeout))
 	switch {
 	case nerr != nil:
 		c.gate.close()

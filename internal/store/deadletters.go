@@ -21,6 +21,7 @@ var (
 	sqlFailureClearMany                    = load("failure_clear_many.sql")
 	sqlFailureIncrement                    = load("failure_increment.sql")
 	sqlFailurePostpone                     = load("failure_postpone.sql")
+	sqlFailureMarkPassedBy                 = load("failure_mark_passed_by.sql")
 	sqlMessageLock                         = load("message_lock.sql")
 	sqlDeadLetterPage                      = load("dead_letter_page.sql")
 	sqlDeadLetterDiscard                   = load("dead_letter_discard.sql")
@@ -100,6 +101,25 @@ func QueueDeadLetterMarkPassedBy(b *pgx.Batch, consumer string, evs []PassingEve
 // ReadDeadLetterMarkPassedBy reads the result of a queued
 // [QueueDeadLetterMarkPassedBy]: whether it marked any.
 func ReadDeadLetterMarkPassedBy(br pgx.BatchResults) (bool, error) {
+	tag, err := br.Exec()
+	return tag.RowsAffected() > 0, err
+}
+
+// QueueFailureMarkPassedBy queues the mark of the postponed messages that
+// evs pass (one per source and key), which their dead letters take over;
+// read it with [ReadFailureMarkPassedBy].
+func QueueFailureMarkPassedBy(b *pgx.Batch, consumer string, evs []PassingEvent) {
+	n := len(evs)
+	sources, keys, ids, seqs := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, e := range evs {
+		sources[i], keys[i], ids[i], seqs[i] = e.Source, e.OrderingKey, e.EventID, int64(e.StreamSeq)
+	}
+	b.Queue(sqlFailureMarkPassedBy, consumer, sources, keys, ids, seqs)
+}
+
+// ReadFailureMarkPassedBy reads the result of a queued
+// [QueueFailureMarkPassedBy]: whether it marked any.
+func ReadFailureMarkPassedBy(br pgx.BatchResults) (bool, error) {
 	tag, err := br.Exec()
 	return tag.RowsAffected() > 0, err
 }
@@ -275,10 +295,19 @@ func FailureIncrement(ctx context.Context, tx Querier, consumer string, k Messag
 
 // FailurePostpone records that the message was postponed and returns when
 // it was first, or pgx.ErrNoRows when the message has an inbox or
-// dead-letter row (it was settled). Run it under [MessageLock].
-func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, reason string) (time.Time, error) {
+// dead-letter row (it was settled). A keyed message gives its ordering
+// key, and passedBy when a later event of its key applied past it in the
+// same batch (before the row existed to be marked). Run it under
+// [MessageLock].
+func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, orderingKey, reason string, passedBy *PassingEvent) (time.Time, error) {
 	var since time.Time
-	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason).Scan(&since)
+	var byID *string
+	var bySeq *int64
+	if passedBy != nil {
+		seq := int64(passedBy.StreamSeq)
+		byID, bySeq = &passedBy.EventID, &seq
+	}
+	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason, orderingKey, byID, bySeq).Scan(&since)
 	return since, err
 }
 
