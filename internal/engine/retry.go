@@ -163,10 +163,15 @@ func (c *Consumer) onFailure(ctx context.Context, ev Event, err error, attrs []a
 		// Stored on a subject the consumer's filter dropped, before the
 		// change (narrowing.go): it is applied like every message accepted
 		// before, and a handler without code for the type refuses it.
+		requeue := "requeue this dead letter"
+		if ev.OrderingKey != "" {
+			// Its key goes on: a later event of it marks this one passed.
+			requeue += " (with --out-of-order once a later event of its key has passed it)"
+		}
 		return c.deadLetter(ctx, ev, ReasonTypeDropped, fmt.Errorf(
 			"event type %q is no longer one of consumer %s's event types (the configuration dropped it after the event was accepted; "+
-				"for a consumer declared in SQL, its apply statement was removed): restore it and requeue this dead letter, or discard it: %w",
-			ev.Type, c.opts.Name, err))
+				"for a consumer declared in SQL, its apply statement was removed): restore it and %s, or discard it: %w",
+			ev.Type, c.opts.Name, requeue, err))
 	case IsPermanent(err):
 		return c.deadLetter(ctx, ev, ReasonPermanent, err)
 	case IsTransient(err):
