@@ -539,11 +539,17 @@ func hookMsg(ident identity, source, media, sumHex string, received time.Time, b
 	if ident.keyed {
 		msg.Header.Set(stream.HeaderOrderingKey, ident.key)
 	}
-	if ident.unkeyed != "" {
+	switch {
+	case ident.unkeyed != "":
 		// The source has a key and this delivery carried none: the mark
 		// tells consumers it is the source's own, not one from before the
 		// source had its key, which their partitions wait for.
 		msg.Header.Set(stream.HeaderUnkeyed, ident.unkeyed)
+	case !ident.keyed:
+		// The source has no key: once it has one, this message is from
+		// before it, and the partitions wait for it, also when the key
+		// was on before (a keyed message of the source comes before it).
+		msg.Header.Set(stream.HeaderUnkeyed, stream.UnkeyedKeyOff)
 	}
 	msg.Header.Set(stream.HeaderBodySHA256, sumHex)
 	msg.Header.Set(stream.HeaderReceivedAt, received.UTC().Format(time.RFC3339Nano))

@@ -181,3 +181,41 @@ func TestUnreadableOrderingKeyIsStoredUnkeyed(t *testing.T) {
 	wantCode(t, a, http.StatusBadRequest)
 	wantMsgs(t, in, before)
 }
+
+// A source without an ordering key marks what it stores as published
+// without a key (Hookbridge-Unkeyed: off), so that consumers wait for it
+// once the source has a key again, whatever keyed messages came before.
+// It is not a delivery that lacked its key: the tracer reports it keyed
+// by nothing, and the unkeyed count does not grow.
+func TestKeylessSourceMarksItsMessagesKeyOff(t *testing.T) {
+	t.Parallel()
+	stripe := schemeNamed(t, verify.SchemeStripe)
+	keyless := stripe.source(t)
+	keyless.OrderingKey = nil
+	keyed := stripe.source(t)
+	keyed.Name = "stripe-keyed"
+	keyed.OrderingKey = bridge.DefaultOrderingKey(verify.SchemeStripe)
+	tr := &unkeyedTracer{}
+	in := newIngress(t, bridge.Options{Tracer: tr, Partitions: 8}, keyless, keyed)
+	for _, c := range []struct {
+		source, id, wantMark string
+	}{
+		{"stripe", "evt_off", stream.UnkeyedKeyOff},
+		{"stripe-keyed", "evt_on", ""},
+	} {
+		body := []byte(`{"id":"` + c.id + `","type":"invoice.paid","data":{"object":{"id":"in_1"}}}`)
+		h := hdr("Content-Type", "application/json")
+		stripe.sign(t, stripe.secrets[0], time.Now(), h, body)
+		a := in.post(t, c.source, h, body)
+		if a.code != http.StatusAccepted {
+			t.Fatalf("%s: answer %d %s, want 202", c.source, a.code, a.raw)
+		}
+		m := in.msg(t, a.body.Seq)
+		if got := m.Header.Get(stream.HeaderUnkeyed); got != c.wantMark {
+			t.Fatalf("%s: stored with %s %q, want %q", c.source, stream.HeaderUnkeyed, got, c.wantMark)
+		}
+		if r, ok := tr.reason(c.id); !ok || r != "" {
+			t.Fatalf("%s: unkeyed reason %q (reported %v), want none", c.source, r, ok)
+		}
+	}
+}

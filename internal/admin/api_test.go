@@ -661,7 +661,7 @@ func TestStatusNamesRetryingEventsAndReplayReach(t *testing.T) {
 	// Its handler then postpones it: it is no longer failing but waiting
 	// for a later event of its key, with the failures it had, in status
 	// and in its life alike.
-	since, err := store.FailurePostpone(context.Background(), e.db.Pool, "orders", key, "needs its order.created")
+	since, err := store.FailurePostpone(context.Background(), e.db.Pool, "orders", key, "", "needs its order.created", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

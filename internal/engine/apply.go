@@ -117,30 +117,46 @@ func readAfterClaim(br pgx.BatchResults, clear, mark bool) (wrote bool, err erro
 		if err != nil {
 			return false, fmt.Errorf("mark passed dead letters: %w", err)
 		}
-		wrote = wrote || marked
+		postponed, err := store.ReadFailureMarkPassedBy(br)
+		if err != nil {
+			return false, fmt.Errorf("mark passed postponed events: %w", err)
+		}
+		wrote = wrote || marked || postponed
 	}
 	return wrote, nil
 }
 
 // queuePassedMarks adds to b the mark of the dead letters that evs' keyed
-// events pass (docs/DESIGN.md, "Order"), in their own transaction, and
-// reports whether it queued anything (no keyed event: nothing).
+// events pass (docs/DESIGN.md, "Order"), and of the postponed events they
+// pass (whose dead letters, if they become ones, take the mark over), in
+// their own transaction, and reports whether it queued anything (no keyed
+// event: nothing). Per key it
+// sends the event of the transaction with the highest stream sequence: it
+// passes every dead letter any of them passes, and they commit together.
+// The first of the key in the transaction would not do: a batch tried from
+// the key's head (a postponed event retried) may hold an event from before
+// a dead letter and one from after it.
 func queuePassedMarks(b *pgx.Batch, consumerName string, evs []consumer.Event) bool {
-	var first []store.PassingEvent
-	seen := map[string]bool{}
+	var last []store.PassingEvent
+	at := map[string]int{}
 	for _, ev := range evs {
 		if ev.OrderingKey == "" {
 			continue
 		}
-		if k := orderKey(ev.Source, ev.OrderingKey); !seen[k] {
-			seen[k] = true
-			first = append(first, store.PassingEvent{Source: ev.Source, OrderingKey: ev.OrderingKey, EventID: ev.ID, StreamSeq: ev.StreamSeq})
+		pe := store.PassingEvent{Source: ev.Source, OrderingKey: ev.OrderingKey, EventID: ev.ID, StreamSeq: ev.StreamSeq}
+		k := orderKey(ev.Source, ev.OrderingKey)
+		if i, ok := at[k]; !ok {
+			at[k] = len(last)
+			last = append(last, pe)
+		} else if ev.StreamSeq > last[i].StreamSeq {
+			last[i] = pe
 		}
 	}
-	if len(first) == 0 {
+	if len(last) == 0 {
 		return false
 	}
-	store.QueueDeadLetterMarkPassedBy(b, consumerName, first)
+	store.QueueDeadLetterMarkPassedBy(b, consumerName, last)
+	store.QueueFailureMarkPassedBy(b, consumerName, last)
 	return true
 }
 

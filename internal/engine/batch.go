@@ -72,7 +72,8 @@ type applier struct {
 	// keyed keeps each ordering key's order when a batch is narrowed
 	// down: once an event fails, the later events of its key are not
 	// applied but held ([errHeld]), so none commits before it. An event
-	// its handler postponed holds nothing ([failedKeys]).
+	// its handler postponed holds all but the key's next event
+	// ([keyHolds]).
 	keyed bool
 }
 
@@ -214,18 +215,23 @@ func (a *applier) narrow(ctx context.Context, evs []consumer.Event, results []co
 }
 
 // narrowParts applies the parts of evs in turn, for a keyed applier: an
-// event whose key failed in an earlier part is held, not applied, and the
-// rest of its part is narrowed down on its own. (The savepoint path is
-// not used: its pipeline sends every event before any result is known.)
+// event whose key an earlier part holds ([keyHolds]) is held, not
+// applied, and the rest of its part is narrowed down on its own. (The
+// savepoint path is not used: its pipeline sends every event before any
+// result is known.)
 func (a *applier) narrowParts(ctx context.Context, evs []consumer.Event, results []consumer.Result, parts [][2]int) error {
 	for _, p := range parts {
-		failed := failedKeys(evs[:p[0]], results[:p[0]])
+		holds := keyHolds(evs[:p[0]], results[:p[0]])
 		part, res := evs[p[0]:p[1]], results[p[0]:p[1]]
 		var keep []int
 		for i, ev := range part {
-			if _, ok := failed[orderKey(ev.Source, ev.OrderingKey)]; ok {
+			k := orderKey(ev.Source, ev.OrderingKey)
+			switch holds[k] {
+			case holdAll:
 				res[i] = consumer.Result{Outcome: consumer.Failed, Err: fmt.Errorf("apply %s/%s: %w", ev.Source, ev.ID, errHeld)}
 				continue
+			case holdAfterNext:
+				holds[k] = holdAll // this one is the next: the rest of the key waits
 			}
 			keep = append(keep, i)
 		}
@@ -250,21 +256,45 @@ func (a *applier) narrowParts(ctx context.Context, evs []consumer.Event, results
 	return nil
 }
 
-// failedKeys are the ordering keys (within their sources, [orderKey]) of
-// the events in evs that failed. A postponed event is not a failure of
-// its key: its handler says it needs a later event of the key first, so
-// holding the key's later events behind it would hold what it waits for
-// (a chain sent in reverse, each event needing the one after it, would
-// never apply). They are tried; the scheduler tries the postponed one
-// again right after them (keyed.go).
-func failedKeys(evs []consumer.Event, results []consumer.Result) map[string]struct{} {
-	keys := map[string]struct{}{}
+// keyHold is what a later part of a batch may try of an ordering key.
+type keyHold int
+
+const (
+	holdNone keyHold = iota
+	// holdAfterNext: an event of the key was postponed and none applied
+	// since; the key's next event is tried (it may be what the postponed
+	// one waits for), the rest is held.
+	holdAfterNext
+	// holdAll: an event of the key failed or was held, or one applied
+	// after a postponement: the postponed one is tried again first (by
+	// the scheduler, in its next batch), so nothing else of the key goes.
+	holdAll
+)
+
+// keyHolds are the holds of the ordering keys (within their sources,
+// [orderKey]) of evs, from their results, in batch order. A postponed
+// event is not a failure of its key: its handler says it needs a later
+// event of the key first, so holding every later event behind it would
+// hold what it waits for (a chain sent in reverse, each event needing the
+// one after it, would never apply). But it is tried again right after
+// each later event that applies, before the next one (keyed.go), so only
+// the key's next event goes before that.
+func keyHolds(evs []consumer.Event, results []consumer.Result) map[string]keyHold {
+	holds := map[string]keyHold{}
 	for i, r := range results {
-		if r.Outcome == consumer.Failed && !consumer.IsPostponed(r.Err) {
-			keys[orderKey(evs[i].Source, evs[i].OrderingKey)] = struct{}{}
+		k := orderKey(evs[i].Source, evs[i].OrderingKey)
+		switch {
+		case r.Outcome == consumer.Failed && !consumer.IsPostponed(r.Err):
+			holds[k] = holdAll
+		case r.Outcome == consumer.Failed:
+			if holds[k] != holdAll {
+				holds[k] = holdAfterNext
+			}
+		case holds[k] == holdAfterNext:
+			holds[k] = holdAll
 		}
 	}
-	return keys
+	return holds
 }
 
 // split decides how to narrow down a failed batch of n events: around the

@@ -249,6 +249,7 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 	// could never be dead-lettered.
 	start := time.Now()
 	results, elapsed := c.applyTraced(ctx, a, evs, start)
+	passed := passedInBatch(evs, results)
 	for j, res := range results {
 		ev := evs[j]
 		i := idx[j]
@@ -258,7 +259,7 @@ func (c *Consumer) processWith(ctx context.Context, a *applier, msgs []jetstream
 		case res.Outcome == consumer.Failed && isHeld(res.Err):
 			actions[i] = action{kind: hold}
 		case res.Outcome == consumer.Failed && consumer.IsPostponed(res.Err):
-			actions[i] = c.onPostponed(ctx, ev, res.Err, attrs)
+			actions[i] = c.onPostponed(ctx, ev, res.Err, passed[j], attrs)
 		case res.Outcome != consumer.Failed:
 			actions[i] = action{kind: ack}
 			// One line per event at info would cost more than applying it

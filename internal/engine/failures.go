@@ -65,10 +65,13 @@ func countFailure(ctx context.Context, pool *pgxpool.Pool, consumerName string, 
 // notePostponed records that ev was postponed (see [consumer.Postpone])
 // and returns since when it has been, or the zero time when the message
 // was settled meanwhile by another delivery of it, as for countFailure.
-func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, cause error, timeout time.Duration) (time.Time, error) {
+// passedBy is a later event of its key that applied in the same batch,
+// which could not mark the row before it existed (nil: none).
+func notePostponed(ctx context.Context, pool *pgxpool.Pool, consumerName string, ev consumer.Event, cause error, passedBy *store.PassingEvent,
+	timeout time.Duration) (time.Time, error) {
 	var since time.Time
 	err := underMessageLock(ctx, pool, consumerName, ev, timeout, func(tx pgx.Tx, k store.MessageKey) (err error) {
-		since, err = store.FailurePostpone(ctx, tx, consumerName, k, ShortError(cause.Error()))
+		since, err = store.FailurePostpone(ctx, tx, consumerName, k, ev.OrderingKey, ShortError(cause.Error()), passedBy)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -128,4 +131,33 @@ func queueClearFailures(b *pgx.Batch, consumerName string, evs []consumer.Event)
 	}
 	store.QueueFailureClear(b, consumerName, keys)
 	return true
+}
+
+// passedInBatch names, for each keyed event of a batch that its handler
+// postponed, the first later event of its key that applied in the batch
+// (processed, or a conflict, whose transaction marks as an apply's does);
+// none for the others. That one committed before the postponement is
+// recorded, so it could not mark the postponement's row.
+func passedInBatch(evs []consumer.Event, results []consumer.Result) map[int]*store.PassingEvent {
+	var passed map[int]*store.PassingEvent
+	for j, r := range results {
+		if evs[j].OrderingKey == "" || r.Outcome != consumer.Failed || !consumer.IsPostponed(r.Err) {
+			continue
+		}
+		var by *consumer.Event
+		for k, later := range results {
+			e := &evs[k]
+			if (later.Outcome == consumer.Processed || later.Outcome == consumer.Conflict) && e.Source == evs[j].Source &&
+				e.OrderingKey == evs[j].OrderingKey && e.StreamSeq > evs[j].StreamSeq && (by == nil || e.StreamSeq < by.StreamSeq) {
+				by = e
+			}
+		}
+		if by != nil {
+			if passed == nil {
+				passed = map[int]*store.PassingEvent{}
+			}
+			passed[j] = &store.PassingEvent{Source: by.Source, OrderingKey: by.OrderingKey, EventID: by.ID, StreamSeq: by.StreamSeq}
+		}
+	}
+	return passed
 }

@@ -53,6 +53,9 @@ type kmsg struct {
 	// postponed: its handler said it needs a later event of its key
 	// first; it is tried again right after each later event applies.
 	postponed bool
+	// due: postponed, and a message of its key applied since it was last
+	// tried; it is tried again before any later message of the key.
+	due bool
 }
 
 // keyState is one ordering key's place in the scheduler.
@@ -62,12 +65,9 @@ type keyState struct {
 	busy      bool      // a batch with messages of this key is in flight
 	retryAt   time.Time // set while blocked after a failure
 	// forLater: blocked only because every queued message is postponed;
-	// the next message of the key to arrive ends the block.
+	// the next message of the key to arrive ends the block, and so does a
+	// postponed one falling due.
 	forLater bool
-	// retryNow: a message of the key applied after one that postponed,
-	// in the last batch; the postponed ones are tried again at once, in
-	// stream order, before anything else of the key.
-	retryNow bool
 	ready    bool // in the ready list
 	readyAt  time.Time
 	// foreign counts the key's messages another member may still hold
@@ -306,27 +306,67 @@ func (s *keyedScheduler) build() *kbatch {
 }
 
 // take removes what a batch with room for n takes of the key's queue, in
-// the order to apply it: the queue's head, in stream order; or, when the
-// head was postponed (its handler waits for a later event of the key)
-// and nothing applied since it was last tried, the first later message
-// that was not postponed, then the postponed ones, each tried again right
-// after it. A postponed message holds none after it in the batch
-// ([failedKeys]).
+// the order to apply it. A postponed message is tried again after each
+// later message of its key that applies, before the next one (the
+// applier holds the rest of the key behind the one after a postponement,
+// [keyHolds]), so:
+//   - when postponed messages are due (a message of the key applied since
+//     they were last tried), the batch takes them in stream order, and
+//     the messages not postponed behind them only when no postponed one
+//     stays queued (not due, or no room): none of those may apply before
+//     it is tried again;
+//   - when the head was postponed and nothing applied since, the first
+//     later message that was not postponed, then the postponed ones, each
+//     tried again right after it; those left out for room fall due once
+//     it applies;
+//   - else the head, in stream order (nothing postponed first, or every
+//     message postponed and their backoff ran out).
 func (st *keyState) take(n int) []*kmsg {
+	if out := st.takeDue(n); len(out) > 0 {
+		return out
+	}
 	j := slices.IndexFunc(st.queue, func(km *kmsg) bool { return !km.postponed })
-	if j > 0 && !st.retryNow {
+	if j > 0 {
 		k := min(j, n-1) // the postponed ones that fit behind the later one
 		out := append([]*kmsg{st.queue[j]}, st.queue[:k]...)
 		st.queue = slices.Concat(st.queue[k:j], st.queue[j+1:])
 		return out
 	}
-	// From the head in stream order: a later message applied since the
-	// postponed ones were tried (retryNow), or every message is postponed
-	// and their backoff ran out.
-	st.retryNow = false
 	n = min(n, len(st.queue))
 	out := st.queue[:n:n]
 	st.queue = slices.Clone(st.queue[n:])
+	return out
+}
+
+// takeDue takes the due postponed messages, in stream order, and the
+// messages not postponed behind them while no postponed one stays
+// queued; nil (the queue unchanged) when none is due or none can go.
+func (st *keyState) takeDue(n int) []*kmsg {
+	if !slices.ContainsFunc(st.queue, func(km *kmsg) bool { return km.due }) {
+		return nil
+	}
+	var out, rest []*kmsg
+	behind, stop := false, false
+	for _, km := range st.queue {
+		switch {
+		case stop || len(out) >= n:
+			rest = append(rest, km)
+		case km.postponed && !km.due:
+			// Tried since the last apply: it stays, and nothing later
+			// that is not postponed goes past it.
+			behind = true
+			rest = append(rest, km)
+		case km.postponed || !behind:
+			out = append(out, km)
+		default:
+			stop = true
+			rest = append(rest, km)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	st.queue = rest
 	return out
 }
 

@@ -304,10 +304,10 @@ func (s *keyedScheduler) enqueue(ps *partState, km *kmsg) {
 }
 
 // endWaitForLater ends a block that waits only for a message of the key
-// that is not postponed, once one is queued: the postponed ones are tried
-// again right after it.
+// that is not postponed, once one is queued (the postponed ones are tried
+// again right after it), or once a postponed one is due.
 func (s *keyedScheduler) endWaitForLater(st *keyState) {
-	if st.forLater && slices.ContainsFunc(st.queue, func(km *kmsg) bool { return !km.postponed }) {
+	if st.forLater && slices.ContainsFunc(st.queue, func(km *kmsg) bool { return !km.postponed || km.due }) {
 		st.retryAt, st.forLater = time.Time{}, false
 	}
 }
@@ -340,22 +340,17 @@ func (s *keyedScheduler) markReady(key string, st *keyState) {
 
 // onBatchDone settles what was applied or dead-lettered and puts what
 // failed back at the head of its key, blocked until its retry time. A
-// postponed message is tried again at once when a later message of its
-// key applied after it in the batch (a batch applies in its order): that
-// may be what it waited for. Else it waits for the key's next message,
-// or its backoff. A failure's backoff wins over both.
+// postponed message falls due, to be tried again at once, when a message
+// of its key applied after it was last tried (a batch applies in its
+// order): that may be what it waited for. Else it waits for the key's
+// next message, or its backoff. A failure's backoff wins over both.
 func (s *keyedScheduler) onBatchDone(b *kbatch) {
 	s.inflight--
 	now := time.Now()
-	postponed, retryNow := map[string]bool{}, map[string]bool{}
+	lastAck := map[string]int{} // the key's last message acked in the batch
 	for i, km := range b.msgs {
-		switch b.actions[i].kind {
-		case postpone:
-			postponed[km.key] = true
-		case ack:
-			if postponed[km.key] {
-				retryNow[km.key] = true
-			}
+		if b.actions[i].kind == ack {
+			lastAck[km.key] = i
 		}
 	}
 	back := map[string][]*kmsg{}
@@ -364,14 +359,15 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 		switch a := b.actions[i]; a.kind {
 		case ack, term:
 			s.settle(km, a.kind)
-		default: // nak (failed: retry later), postpone, or hold (behind one that failed)
+		default: // nak (failed: retry later), postpone, or hold (behind one that failed, or after a postponement)
 			st := s.keys[km.key]
+			last, acked := lastAck[km.key]
 			switch {
 			case a.kind == nak:
 				km.retries++
 				// It failed this time: it holds its key as a failure does,
 				// whatever it said before.
-				km.postponed = false
+				km.postponed, km.due = false, false
 				if st.retryAt.IsZero() || st.forLater {
 					s.block(km.key, st, now.Add(a.delay))
 					st.forLater = false
@@ -381,12 +377,16 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 				// postponement row goes when it applies.
 				km.retries++
 				km.postponed = true
-				if !retryNow[km.key] && st.retryAt.IsZero() {
+				km.due = acked && last > i
+				if st.retryAt.IsZero() {
 					s.block(km.key, st, now.Add(a.delay))
 					st.forLater = true
 				}
-			case st.retryAt.IsZero():
-				s.block(km.key, st, now) // held behind one that was dead-lettered: go on
+			default: // held: not tried
+				km.due = km.due || (km.postponed && acked)
+				if st.retryAt.IsZero() {
+					s.block(km.key, st, now) // go on at once
+				}
 			}
 			back[km.key] = append(back[km.key], km)
 		}
@@ -397,12 +397,19 @@ func (s *keyedScheduler) onBatchDone(b *kbatch) {
 			continue // a key seen earlier in this batch
 		}
 		st.busy = false
+		if _, acked := lastAck[km.key]; acked {
+			// Not tried since a message of the key applied.
+			for _, q := range st.queue {
+				q.due = q.due || q.postponed
+			}
+		}
 		if failed := back[km.key]; len(failed) > 0 {
-			sortBySeq(failed) // a batch tries a later message before postponed ones
+			// In stream order: a batch tries a later message before
+			// postponed ones, and may leave some of them queued.
 			st.queue = append(failed, st.queue...)
+			sortBySeq(st.queue)
 			s.repark(st)
 		}
-		st.retryNow = retryNow[km.key]
 		s.endWaitForLater(st)
 		s.markReady(km.key, st)
 		s.forget(km.key)

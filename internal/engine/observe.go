@@ -35,7 +35,10 @@ type Tracer interface {
 // TraceApplyStartData is a batch about to be applied.
 type TraceApplyStartData struct {
 	Consumer string
-	// Events are the batch's events in stream order; do not modify them.
+	// Events are the batch's events in the order it tries them: stream
+	// order, except that a keyed event its handler postponed may come
+	// right after a later event of its key, which it may be waiting for
+	// (keyed.go, take). Do not modify them.
 	Events []consumer.Event
 }
 

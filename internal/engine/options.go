@@ -66,8 +66,8 @@ type Options struct {
 	Backoff []time.Duration
 	// PostponeLimit is how long an event may wait after its handler first
 	// postponed it ([consumer.Postpone]: it needs a later event of its
-	// key first) before it is dead-lettered (default
-	// [DefaultPostponeLimit]).
+	// key first), since it last failed, before it is dead-lettered
+	// (default [DefaultPostponeLimit]).
 	PostponeLimit time.Duration
 
 	Logger *slog.Logger

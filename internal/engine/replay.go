@@ -567,7 +567,7 @@ func (r *replayer) failingLive(ctx context.Context, ev consumer.Event) (string, 
 		if f.StreamSeq != ev.StreamSeq {
 			continue
 		}
-		if f.PostponedSince != nil && f.Failures == 0 {
+		if f.PostponedSince != nil { // its last attempt postponed
 			return fmt.Sprintf("the live consumer has it postponed since %s (it waits for a later event of its ordering key): "+
 				"the real run tries it again and, unless it applies, holds its key's later events",
 				f.PostponedSince.UTC().Format(time.RFC3339)), nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/consumer"
 	"github.com/hookbridge/hookbridge/internal/errtext"
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // DefaultMaxDeliver is how many deliveries a message gets before it is
@@ -163,10 +164,15 @@ func (c *Consumer) onFailure(ctx context.Context, ev consumer.Event, err error, 
 		// Stored on a subject the consumer's filter dropped, before the
 		// change (narrowing.go): it is applied like every message accepted
 		// before, and a handler without code for the type refuses it.
+		requeue := "requeue this dead letter"
+		if ev.OrderingKey != "" {
+			// Its key goes on: a later event of it marks this one passed.
+			requeue += " (with --out-of-order once a later event of its key has passed it)"
+		}
 		return c.deadLetter(ctx, ev, ReasonTypeDropped, fmt.Errorf(
 			"event type %q is no longer one of consumer %s's event types (the configuration dropped it after the event was accepted; "+
-				"for a consumer declared in SQL, its apply statement was removed): restore it and requeue this dead letter, or discard it: %w",
-			ev.Type, c.opts.Name, err))
+				"for a consumerName declared in SQL, its apply statement was removed): restore it and %s, or discard it: %w",
+			ev.Type, c.opts.Name, requeue, err))
 	case consumer.IsPermanent(err):
 		return c.deadLetter(ctx, ev, ReasonPermanent, err)
 	case IsTransient(err):
@@ -207,10 +213,12 @@ func (c *Consumer) onFailure(ctx context.Context, ev consumer.Event, err error, 
 // else after the backoff; unkeyed: nak'd with the backoff), or
 // dead-lettered once it has waited for longer than PostponeLimit since it
 // was first postponed. Postponements never count toward max_deliver.
-func (c *Consumer) onPostponed(ctx context.Context, ev consumer.Event, err error, attrs []any) action {
+// passedBy is a later event of its key that applied in the same batch (nil:
+// none): its dead letter, if it becomes one, is passed.
+func (c *Consumer) onPostponed(ctx context.Context, ev consumer.Event, err error, passedBy *store.PassingEvent, attrs []any) action {
 	retry := action{kind: postpone, delay: c.backoff(ev.NumDelivered)}
 	attrs = append(attrs, "err", errtext.ForLog(err))
-	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, min(c.opts.HandlerTimeout, countTimeout))
+	since, nerr := notePostponed(ctx, c.pool, c.opts.Name, ev, err, passedBy, min(c.opts.HandlerTimeout, countTimeout))
 	switch {
 	case nerr != nil:
 		c.gate.close()

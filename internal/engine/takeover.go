@@ -261,8 +261,9 @@ func (pl *puller) logDone(to *takeover) {
 type foreignRef struct {
 	foreignMsg
 	source, id string
-	// unkeyed is the message's [stream.HeaderUnkeyed]: a keyed source's
-	// own message without a key (see upgrade.go).
+	// unkeyed is the message's [stream.HeaderUnkeyed]: why a keyed
+	// source's own message has no key, or that its source had none
+	// (see upgrade.go).
 	unkeyed string
 }
 

@@ -26,10 +26,13 @@ import (
 // that names no key (Stripe's balance.available) or whose key cannot be
 // read (Shopify XML). They never had an entity to be ordered with, so
 // nothing waits for them: one of them that fails for ever would otherwise
-// hold every partition on every start. A message is the source's own
-// when the ingress marked it so (stream.HeaderUnkeyed), or when the
-// source's first keyed message in HOOKS comes before it (messages stored
-// by an ingress that did not mark them yet).
+// hold every partition on every start. The ingress marks every unkeyed
+// message (stream.HeaderUnkeyed): with why it had no key (the source's
+// own), or with stream.UnkeyedKeyOff (the source had no key: from before
+// it, even when a keyed message of the source comes before it, as when a
+// key was turned on, off and on again). A message stored by an ingress
+// that did not mark it yet is the source's own when the source's first
+// keyed message in HOOKS comes before it.
 
 // awaitLegacy waits until the consumer's unkeyed durable has applied
 // every message of its keyed sources from before their key, up to
@@ -145,11 +148,15 @@ func (g *group) legacyDone(ctx context.Context, l *legacyScan) bool {
 }
 
 // beforeKey reports whether r, an unkeyed message of a keyed source, was
-// published before its source had a key: it is not marked as the
-// source's own, and no keyed message of its source precedes it.
+// published before its source had a key: marked so, or, unmarked, no
+// keyed message of its source precedes it.
 func (l *legacyScan) beforeKey(ctx context.Context, r foreignRef) (bool, error) {
-	if r.unkeyed != "" {
-		return false, nil
+	switch r.unkeyed {
+	case stream.UnkeyedKeyOff:
+		return true, nil
+	case "":
+	default:
+		return false, nil // the source's own
 	}
 	first, ok := l.firstKeyed[r.source]
 	if !ok {

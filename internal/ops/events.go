@@ -43,7 +43,8 @@ type StoredMessage struct {
 // EventAtConsumer is what one consumer did with an event. While it is
 // redelivered after failures, Failures counts those that count toward
 // max_deliver, with the last one's error and time; a postponed one
-// (state postponed, failures or not) has PostponedSince too.
+// (state postponed: its last attempt postponed, failures before or not)
+// has PostponedSince too.
 type EventAtConsumer struct {
 	Name         string     `json:"name"`
 	State        string     `json:"state"`
@@ -205,8 +206,9 @@ func (o *Ops) atConsumer(ctx context.Context, c Consumer, source string, stored 
 			failed := f.UpdatedAt.UTC()
 			at.Failures, at.LastError, at.LastFailedAt = f.Failures, f.LastError, &failed
 			if f.PostponedSince != nil {
-				// Postponed, whether it also failed or not: it waits for
-				// a later event of its key, as status lists it.
+				// Postponed at its last attempt, whether it failed before
+				// or not: it waits for a later event of its key, as
+				// status lists it. (A failure ends a postponement.)
 				at.State, at.PostponedSince = EventPostponed, utcPtr(f.PostponedSince)
 			}
 			return at, true

@@ -46,9 +46,9 @@ type Status struct {
 	Retrying           []RetryingEvent  `json:"retrying"`
 	RetryingByConsumer map[string]int64 `json:"retrying_by_consumer"`
 	// Postponed are the events their handler postponed until a later
-	// event of their key (the most recent first, at most [RetryingShown]),
-	// failing or not: each waits at most postpone_limit from its
-	// PostponedSince, then is dead-lettered. PostponedByConsumer counts
+	// event of their key at their last attempt (the most recent first, at
+	// most [RetryingShown]), whatever failures came before: each waits at
+	// most postpone_limit from its PostponedSince, then is dead-lettered. PostponedByConsumer counts
 	// them all per consumer.
 	Postponed           []RetryingEvent  `json:"postponed"`
 	PostponedByConsumer map[string]int64 `json:"postponed_by_consumer"`
@@ -163,8 +163,8 @@ type RetryingEvent struct {
 	Failures     int       `json:"failures"`
 	LastError    string    `json:"last_error"`
 	LastFailedAt time.Time `json:"last_failed_at"`
-	// PostponedSince is when its handler first postponed it; nil for an
-	// event that only fails.
+	// PostponedSince is when its handler first postponed it since it last
+	// failed; nil for an event whose last attempt failed.
 	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 

@@ -680,6 +680,15 @@ func TestRemovedStatementDeadLettersItsStoredEvents(t *testing.T) {
 			if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters`); got != n {
 				t.Fatalf("%d dead letters, want %d", got, n)
 			}
+			// Keyed, the error says that a dead letter a later event of its
+			// key passed needs --out-of-order.
+			wantHint := 0
+			if keyed {
+				wantHint = n
+			}
+			if got := db.Count(t, `SELECT count(*) FROM hookbridge.dead_letters WHERE last_error LIKE '%requeue this dead letter (with --out-of-order%'`); got != wantHint {
+				t.Fatalf("%d dead letters name --out-of-order, want %d", got, wantHint)
+			}
 			stop()
 			// The statement is back: the dead letters apply.
 			h, err := sqlconsumer.New("tickets", wide)

@@ -21,6 +21,7 @@ var (
 	sqlFailureClearMany                    = load("failure_clear_many.sql")
 	sqlFailureIncrement                    = load("failure_increment.sql")
 	sqlFailurePostpone                     = load("failure_postpone.sql")
+	sqlFailureMarkPassedBy                 = load("failure_mark_passed_by.sql")
 	sqlMessageLock                         = load("message_lock.sql")
 	sqlDeadLetterPage                      = load("dead_letter_page.sql")
 	sqlDeadLetterDiscard                   = load("dead_letter_discard.sql")
@@ -55,7 +56,8 @@ type DeadLetter struct {
 	// OrderingKey is the event's ordering key ("" for an unkeyed event).
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// PassedAt is when a later event of the same key was applied (nil:
-	// none yet); PassedByEvent and PassedBySeq name the first one.
+	// none yet); PassedByEvent and PassedBySeq name the first transaction's
+	// latest event of the key.
 	PassedAt      *time.Time `json:"passed_at,omitempty"`
 	PassedByEvent string     `json:"passed_by_event,omitempty"`
 	PassedBySeq   uint64     `json:"passed_by_seq,omitempty"`
@@ -77,8 +79,9 @@ func DeadLetterInsert(ctx context.Context, q Querier, d DeadLetter) error {
 	return err
 }
 
-// PassingEvent is the first event of its (source, ordering key) in a
-// transaction: it passes the key's earlier dead letters.
+// PassingEvent is the event of its (source, ordering key) with the highest
+// stream sequence in a transaction: it passes the key's earlier dead
+// letters.
 type PassingEvent struct {
 	Source, OrderingKey, EventID string
 	StreamSeq                    uint64
@@ -98,6 +101,25 @@ func QueueDeadLetterMarkPassedBy(b *pgx.Batch, consumer string, evs []PassingEve
 // ReadDeadLetterMarkPassedBy reads the result of a queued
 // [QueueDeadLetterMarkPassedBy]: whether it marked any.
 func ReadDeadLetterMarkPassedBy(br pgx.BatchResults) (bool, error) {
+	tag, err := br.Exec()
+	return tag.RowsAffected() > 0, err
+}
+
+// QueueFailureMarkPassedBy queues the mark of the postponed messages that
+// evs pass (one per source and key), which their dead letters take over;
+// read it with [ReadFailureMarkPassedBy].
+func QueueFailureMarkPassedBy(b *pgx.Batch, consumer string, evs []PassingEvent) {
+	n := len(evs)
+	sources, keys, ids, seqs := make([]string, n), make([]string, n), make([]string, n), make([]int64, n)
+	for i, e := range evs {
+		sources[i], keys[i], ids[i], seqs[i] = e.Source, e.OrderingKey, e.EventID, int64(e.StreamSeq)
+	}
+	b.Queue(sqlFailureMarkPassedBy, consumer, sources, keys, ids, seqs)
+}
+
+// ReadFailureMarkPassedBy reads the result of a queued
+// [QueueFailureMarkPassedBy]: whether it marked any.
+func ReadFailureMarkPassedBy(br pgx.BatchResults) (bool, error) {
 	tag, err := br.Exec()
 	return tag.RowsAffected() > 0, err
 }
@@ -273,10 +295,19 @@ func FailureIncrement(ctx context.Context, tx Querier, consumer string, k Messag
 
 // FailurePostpone records that the message was postponed and returns when
 // it was first, or pgx.ErrNoRows when the message has an inbox or
-// dead-letter row (it was settled). Run it under [MessageLock].
-func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, reason string) (time.Time, error) {
+// dead-letter row (it was settled). A keyed message gives its ordering
+// key, and passedBy when a later event of its key applied past it in the
+// same batch (before the row existed to be marked). Run it under
+// [MessageLock].
+func FailurePostpone(ctx context.Context, tx Querier, consumer string, k MessageKey, orderingKey, reason string, passedBy *PassingEvent) (time.Time, error) {
 	var since time.Time
-	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason).Scan(&since)
+	var byID *string
+	var bySeq *int64
+	if passedBy != nil {
+		seq := int64(passedBy.StreamSeq)
+		byID, bySeq = &passedBy.EventID, &seq
+	}
+	err := tx.QueryRow(ctx, sqlFailurePostpone, consumer, k.Source, k.EventID, int64(k.StreamSeq), reason, orderingKey, byID, bySeq).Scan(&since)
 	return since, err
 }
 
@@ -357,8 +388,9 @@ type EventFailure struct {
 	Failures  int
 	LastError string
 	UpdatedAt time.Time // of the last failure
-	// PostponedSince is when its handler first postponed it (it waits
-	// for a later event of its key), nil when it was not.
+	// PostponedSince is when its handler first postponed it since it last
+	// failed (it waits for a later event of its key), nil when its last
+	// attempt failed or it was never postponed.
 	PostponedSince *time.Time
 }
 
@@ -389,15 +421,17 @@ type Failure struct {
 	Failures  int       `json:"failures"`
 	LastError string    `json:"last_error"`
 	UpdatedAt time.Time `json:"last_failed_at"`
-	// PostponedSince is when its handler first postponed it (it waits
-	// for a later event of its key; failures do not count those), nil
-	// when it was not.
+	// PostponedSince is when its handler first postponed it since it last
+	// failed (it waits for a later event of its key; failures do not
+	// count those), nil when its last attempt failed or it was never
+	// postponed.
 	PostponedSince *time.Time `json:"postponed_since,omitempty"`
 }
 
 // FailureList returns up to limit messages failing right now
 // (postponed false) or postponed by their handler (postponed true: their
-// PostponedSince is set, whatever their failures), the most recent first.
+// last attempt postponed, so PostponedSince is set, whatever failures came
+// before), the most recent first.
 func FailureList(ctx context.Context, q Querier, postponed bool, limit int) ([]Failure, error) {
 	rows, err := q.Query(ctx, sqlFailureList, postponed, limit)
 	if err != nil {

@@ -54,12 +54,17 @@ const (
 	// "application/x-www-form-urlencoded"), lower case, without
 	// parameters; absent when the sender declared none.
 	HeaderContentType = "Hookbridge-Content-Type"
-	// HeaderUnkeyed is set on a delivery of a source with an ordering key
-	// that carried no key the ingress could read, published unkeyed: why
-	// ("absent" or "unreadable"). Such a message is the source's own, not
-	// one from before the source had its key, which a consumer's
-	// partitions wait for when they start (docs/DESIGN.md, "Order").
+	// HeaderUnkeyed is set on every unkeyed delivery. For a source with an
+	// ordering key that carried no key the ingress could read, it says why
+	// ("absent" or "unreadable"): such a message is the source's own, not
+	// one from before the source had its key. For a source without a key
+	// it is [UnkeyedKeyOff]: such a message is from before the key, which
+	// a consumer's partitions wait for when they start once the source has
+	// one (docs/DESIGN.md, "Order").
 	HeaderUnkeyed = "Hookbridge-Unkeyed"
+	// UnkeyedKeyOff is [HeaderUnkeyed] on a delivery of a source that had
+	// no ordering key when it was accepted.
+	UnkeyedKeyOff = "off"
 )
 
 // Defaults for the streams' limits.

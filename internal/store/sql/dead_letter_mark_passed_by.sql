@@ -1,7 +1,8 @@
 -- The dead letters that the given events of a keyed consumer pass: for
--- each (source $2, ordering key $3), the first event of the transaction
--- ($4 event id, $5 stream sequence) that applies, or was applied before,
--- after an earlier event of its key was dead-lettered. It runs in that
+-- each (source $2, ordering key $3), the event of the transaction with the
+-- highest stream sequence ($4 event id, $5 stream sequence), which applies,
+-- or was applied before, after an earlier event of its key was
+-- dead-lettered; the transaction's other events of the key commit with it. It runs in that
 -- event's own transaction, so the mark commits with the effect (a crash
 -- cannot leave an event applied past an unmarked dead letter), and it
 -- locks the row: a requeue of the dead letter, which locks it too and

@@ -1,5 +1,6 @@
 -- Per consumer, the messages failing right now and those postponed by
--- their handler (postponed_since set), as FailureList splits them.
+-- their handler (postponed_since set: their last attempt postponed), as
+-- FailureList splits them.
 SELECT consumer,
        count(*) FILTER (WHERE postponed_since IS NULL),
        count(*) FILTER (WHERE postponed_since IS NOT NULL)

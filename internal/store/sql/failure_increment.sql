@@ -1,4 +1,7 @@
--- No row when the message was applied or dead-lettered meanwhile.
+-- No row when the message was applied or dead-lettered meanwhile. A
+-- failure ends a postponement (postponed_since goes): the event now holds
+-- its key and counts toward max_deliver, and is shown failing; postponed
+-- again, it starts a new wait.
 INSERT INTO hookbridge.delivery_failures (consumer, source, event_id, stream_seq, failures, last_error)
 SELECT $1, $2, $3, $4, 1, $5
 WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
@@ -8,5 +11,6 @@ WHERE NOT EXISTS (SELECT 1 FROM hookbridge.dead_letters d
 ON CONFLICT (consumer, source, event_id, stream_seq) DO UPDATE
 	SET failures = delivery_failures.failures + 1,
 	    last_error = EXCLUDED.last_error,
-	    updated_at = now()
+	    updated_at = now(),
+	    postponed_since = NULL
 RETURNING failures
