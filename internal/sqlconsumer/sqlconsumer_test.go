@@ -645,14 +645,25 @@ func TestRemovedStatementDeadLettersItsStoredEvents(t *testing.T) {
 				t.Cleanup(stop)
 				return stop
 			}
-			durable := "tickets"
+			// Every durable the consumer reads must exist before the events
+			// arrive: the partitions create theirs concurrently, so the
+			// last one existing says nothing of the others, and one created
+			// by the narrow run never sees the closed events.
+			durables := []string{"tickets"}
 			if keyed {
-				durable = stream.PartitionDurable("tickets", stream.DefaultPartitions-1)
+				durables = durables[:0]
+				for p := range stream.DefaultPartitions {
+					durables = append(durables, stream.PartitionDurable("tickets", p))
+				}
 			}
 			stop := run(wide)
 			hookbridgetest.Eventually(t, time.Minute, "the consumer's durables created", func() bool {
-				_, err := ns.JS.Consumer(context.Background(), stream.Hooks, durable)
-				return err == nil
+				for _, d := range durables {
+					if _, err := ns.JS.Consumer(context.Background(), stream.Hooks, d); err != nil {
+						return false
+					}
+				}
+				return true
 			})
 			stop()
 			const n = 12
