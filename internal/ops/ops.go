@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/delivery"
 )
 
 // Errors the actions wrap, so that callers can answer with the right
@@ -68,6 +69,12 @@ type Ops struct {
 	// status shows as HOOKS's max age; 0: the stream's own.
 	HooksMaxAge time.Duration
 	Logger      *slog.Logger // the replays' own log (nil: slog.Default)
+	// Endpoints are the configured delivery endpoints (defaults applied,
+	// secrets read), EndpointsErr why some could not be read (an action on
+	// one not in Endpoints then says so), and Sign signs `endpoints test`.
+	Endpoints    []delivery.Endpoint
+	EndpointsErr error
+	Sign         delivery.Signer
 }
 
 // errNoJetStream is returned by actions that need JetStream when the
