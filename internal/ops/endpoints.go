@@ -76,14 +76,21 @@ type DeliveryHistory struct {
 // attempts (oldest first), the delivery Postgres still tracks (nil:
 // none) and its dead letters, resolved ones included.
 type EndpointDeliveryHistory struct {
-	Endpoint    string               `json:"endpoint"`
+	Endpoint string `json:"endpoint"`
+	// State is the event's state there: delivered (its last attempt
+	// succeeded), pending (Postgres tracks it: failing, waiting behind an
+	// earlier event of its key, requeued or replayed), dead_lettered (an
+	// unresolved dead letter), failed (attempted, not delivered, nothing
+	// left to do: a dead letter discarded) or in_flight (attempted and
+	// failed, its retry held by the endpoint's reader).
+	State       string               `json:"state"`
 	Attempts    []EndpointAttempt    `json:"attempts"`
 	Pending     *EndpointPending     `json:"pending,omitempty"`
 	DeadLetters []EndpointDeadLetter `json:"dead_letters"`
 }
 
-// errNoEndpoints is wrapped when the configuration's endpoints could not
-// be read (a secret missing), so that an action on one says why.
+// endpointsErr is why some configured endpoints could not be read (a
+// secret missing), so that an action on one says why.
 func (o *Ops) endpointsErr() error {
 	if o.EndpointsErr != nil {
 		return fmt.Errorf("delivery endpoints: %w", o.EndpointsErr)
@@ -308,8 +315,41 @@ func (o *Ops) DeliveryHistory(ctx context.Context, eventID string) (DeliveryHist
 	}
 	out := DeliveryHistory{EventID: eventID, Endpoints: make([]EndpointDeliveryHistory, 0, len(byName))}
 	for _, e := range byName {
+		e.State = deliveryState(e)
 		out.Endpoints = append(out.Endpoints, *e)
 	}
 	slices.SortFunc(out.Endpoints, func(a, b EndpointDeliveryHistory) int { return cmp.Compare(a.Endpoint, b.Endpoint) })
 	return out, nil
 }
+
+// Delivery states of an event at an endpoint ([EndpointDeliveryHistory]).
+const (
+	DeliveryDelivered    = "delivered"
+	DeliveryPending      = "pending"
+	DeliveryDeadLettered = "dead_lettered"
+	DeliveryFailed       = "failed"
+	DeliveryInFlight     = "in_flight"
+)
+
+func deliveryState(e *EndpointDeliveryHistory) string {
+	switch {
+	case e.Pending != nil:
+		return DeliveryPending
+	case slices.ContainsFunc(e.DeadLetters, func(d EndpointDeadLetter) bool { return d.ResolvedAt == nil }):
+		return DeliveryDeadLettered
+	}
+	if n := len(e.Attempts); n > 0 && AttemptClass(e.Attempts[n-1]) == "2xx" {
+		return DeliveryDelivered
+	}
+	if slices.ContainsFunc(e.DeadLetters, func(d EndpointDeadLetter) bool { return d.RedeliveredAt != nil }) {
+		return DeliveryDelivered
+	}
+	if len(e.DeadLetters) > 0 {
+		return DeliveryFailed
+	}
+	return DeliveryInFlight
+}
+
+// AttemptClass is an attempt's outcome class as the delivery metrics
+// count it (2xx, 4xx, timeout, connect, ...).
+func AttemptClass(a EndpointAttempt) string { return delivery.StatusClass(a.StatusCode, a.ErrorClass) }
