@@ -339,7 +339,7 @@ type endpointsDeadLettersListCmd struct {
 	deadLetterSelect
 	All   bool `help:"Include requeued and discarded ones."`
 	Limit int  `help:"At most this many." default:"100"`
-	JSON  bool `help:"Print JSON (the admin API's GET /api/v1/endpoints/dead-letters)."`
+	JSON  bool `help:"Print JSON (the admin API's GET /api/v1/delivery-dead-letters)."`
 	dbFlags
 }
 
