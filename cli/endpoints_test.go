@@ -132,7 +132,16 @@ func TestEndpointsCommands(t *testing.T) {
 	t.Parallel()
 	recv := &receiver{got: map[string]int{}}
 	recv.code.Store(http.StatusInternalServerError)
-	db, _, flags := serveWithEndpoint(t, recv, noEnv)
+	const token = "endpoints-token-0123456789"
+	db, srv, flags := serveWithEndpoint(t, recv, func(k string) (string, bool) {
+		switch k {
+		case "HOOKBRIDGE_ADMIN_TOKEN":
+			return token, true
+		case "HOOKBRIDGE_ADMIN_ADDR":
+			return "127.0.0.1:0", true
+		}
+		return "", false
+	})
 	with := func(args ...string) []string { return append(args, flags...) }
 
 	publishEvent(t, db, "ord-1-created")
@@ -160,6 +169,28 @@ func TestEndpointsCommands(t *testing.T) {
 		t.Fatalf("endpoints show: %+v", view)
 	}
 	dl := view.DeadLetterList[0].ID
+
+	// status --json and the admin API's status show the endpoint alike
+	// (the dead letter included): compared until a pair is read with
+	// nothing moving in between.
+	var diffs []string
+	hookbridgetest.Eventually(t, time.Minute, "status --json and GET /api/v1/status agree", func() bool {
+		start := time.Now()
+		out, err := runOps(t, with("status", "--json")...)
+		if err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		fromCLI := decodeObject(t, []byte(out))
+		code, b := adminCall(t, srv.AdminAddr(), token, http.MethodGet, "/api/v1/status", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /api/v1/status: %d\n%s", code, b)
+		}
+		fromAPI := decodeObject(t, b)
+		delete(fromAPI, "ready")
+		diffs = compareJSON("", fromCLI, fromAPI, time.Since(start).Seconds())
+		eps, _ := fromCLI["endpoints"].([]any)
+		return len(diffs) == 0 && len(eps) == 1 && eps[0].(map[string]any)["dead_letters"] == float64(1)
+	})
 
 	out, err := runOps(t, with("events", "show", "ord-1-created")...)
 	if err != nil || !strings.Contains(out, "to partner: dead_lettered") || !strings.Contains(out, "5xx") {
