@@ -480,6 +480,11 @@
       ["Dead", ob.dead > 0 ? link("#/outbox", num(ob.dead) + " (view)") : "0"],
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
+    refresh($("ov-endpoints"), (st.endpoints || []).length || (st.orphaned_endpoint_durables || []).length ? [
+      endpointsTable(st.endpoints || []),
+      (st.orphaned_endpoint_durables || []).map((d) => el("p", { class: "warning" }, "Durable ", el("code", { text: d }),
+        " on EVENTS belongs to no configured endpoint and keeps what it has not acked: ", el("code", { text: "nats consumer rm EVENTS " + d }))),
+    ] : el("p", { class: "empty", text: "No delivery endpoints are configured." }));
     refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
   }
 
@@ -1287,7 +1292,15 @@
         { label: "Subject", cell: (o) => el("code", { text: o.subject }) },
         { label: "State", cell: (o) => badge(o.state, stateKinds[o.state]) },
         { label: "EVENTS seq", num: true, cell: (o) => o.sent_seq ? num(o.sent_seq) : null },
-      ], e.outbox, "Its apply wrote no outbox rows.", (o) => ({ "data-state": o.state })));
+      ], e.outbox, "Its apply wrote no outbox rows.", (o) => ({ "data-state": o.state })),
+      (e.deliveries || []).length ? [el("h3", { text: "4. Delivery to endpoints" }), e.deliveries.map((h) => h.endpoints.map((d) => [
+        el("h4", null, el("code", { text: h.event_id }), " to ", link(endpointHref(d.endpoint), d.endpoint), " ",
+          badge(d.state.replace("_", " "), endpointKinds[d.state])),
+        attemptsTable(d.attempts, false),
+        d.pending ? el("p", { class: "meta" }, "Pending (" + d.pending.origin + "): " + num(d.pending.attempts) + " failed attempt(s), ",
+          d.pending.next_attempt_at ? ["next attempt ", time(d.pending.next_attempt_at)] : "behind an earlier event of its key") : null,
+        (d.dead_letters || []).length ? deliveryDeadLetterTable(d.dead_letters, false) : null,
+      ]))] : null);
   }
 
   $("ev-form").addEventListener("submit", (ev) => {
