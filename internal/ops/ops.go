@@ -2,8 +2,9 @@
 // place for the admin HTTP API (package admin) and the command line
 // (package cli): the overview (status), replay, list, show, requeue or
 // discard dead letters, list, show and resolve conflicts, list and
-// requeue outbox rows, follow the life of one event, and pause, resume
-// or delete a consumer's durables. Each view has one read here and one
+// requeue outbox rows, follow the life of one event, pause, resume or
+// delete a consumer's durables, and show, test, disable, enable and
+// replay to the delivery endpoints and triage their dead letters. Each view has one read here and one
 // JSON shape, which both print. It reads and writes Postgres
 // through internal/store and JetStream through a client; it holds no
 // state of its own between calls.
