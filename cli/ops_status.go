@@ -85,11 +85,14 @@ func printStatusEndpoints(w io.Writer, st *ops.Status) error {
 			return err
 		}
 	}
+	if st.EndpointsError != "" {
+		fmt.Fprintf(w, "ENDPOINTS NOT SHOWN: %s\n", st.EndpointsError)
+	}
 	for _, d := range st.OrphanedEndpointDurables {
 		fmt.Fprintf(w, "ORPHANED: durable %s on EVENTS belongs to no configured endpoint; EVENTS keeps what it has not acked. "+
 			"Remove it with `nats consumer rm EVENTS %s`\n", d, d)
 	}
-	if len(st.Endpoints) > 0 || len(st.OrphanedEndpointDurables) > 0 {
+	if len(st.Endpoints) > 0 || len(st.OrphanedEndpointDurables) > 0 || st.EndpointsError != "" {
 		fmt.Fprintln(w)
 	}
 	return nil

@@ -59,6 +59,9 @@ type Status struct {
 	// longer configured, which keep what they have not acked.
 	Endpoints                []EndpointStatus `json:"endpoints"`
 	OrphanedEndpointDurables []string         `json:"orphaned_endpoint_durables"`
+	// EndpointsError says why configured endpoints are missing from
+	// Endpoints (a secret the reader of the configuration cannot read).
+	EndpointsError string `json:"endpoints_error,omitempty"`
 	// Ready is the readiness of the instance that answers (what its
 	// /readyz answers); absent from `hookbridge status`, which runs in no
 	// instance.
@@ -215,6 +218,9 @@ func (o *Ops) Status(ctx context.Context, ready func(context.Context) bool) (Sta
 // statusEndpoints fills the delivery endpoints and the orphaned durables
 // on EVENTS.
 func (o *Ops) statusEndpoints(ctx context.Context, st *Status) error {
+	if err := o.endpointsErr(); err != nil {
+		st.EndpointsError = err.Error()
+	}
 	if len(o.Endpoints) > 0 {
 		eps, err := delivery.Status(ctx, o.Pool, o.JS, o.Endpoints)
 		if err != nil {
