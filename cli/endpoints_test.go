@@ -192,6 +192,16 @@ func TestEndpointsCommands(t *testing.T) {
 		return len(diffs) == 0 && len(eps) == 1 && eps[0].(map[string]any)["dead_letters"] == float64(1)
 	})
 
+	var listed []struct{ ID int64 }
+	opsJSON(t, &listed, with("endpoints", "dead-letters", "list", "--endpoint", "partner", "--since", "1h")...)
+	if len(listed) != 1 || listed[0].ID != dl {
+		t.Fatalf("dead-letters list --since 1h: %+v", listed)
+	}
+	opsJSON(t, &listed, with("endpoints", "dead-letters", "list", "--until", "1h")...)
+	if len(listed) != 0 {
+		t.Fatalf("dead-letters list --until 1h: %+v, want none (written just now)", listed)
+	}
+
 	out, err := runOps(t, with("events", "show", "ord-1-created")...)
 	if err != nil || !strings.Contains(out, "to partner: dead_lettered") || !strings.Contains(out, "5xx") {
 		t.Fatalf("events show: %v\n%s", err, out)

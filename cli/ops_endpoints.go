@@ -271,16 +271,16 @@ func printEndpointChange(rt *runtime, asJSON bool, res ops.EndpointChange) error
 
 // endpointsReplayCmd replays events to one endpoint.
 type endpointsReplayCmd struct {
-	Name    string    `arg:"" help:"Endpoint name (as configured)."`
-	FromSeq uint64    `name:"from-seq" help:"First EVENTS sequence."`
-	ToSeq   uint64    `name:"to-seq" help:"Last EVENTS sequence (inclusive)."`
-	Since   time.Time `help:"Events stored at or after this time (RFC 3339)." format:"2006-01-02T15:04:05Z07:00"`
-	Until   time.Time `help:"Events stored before this time (RFC 3339)." format:"2006-01-02T15:04:05Z07:00"`
-	Subject string    `help:"An EVENTS subject or filter (events.orders.>); only events the endpoint receives are sent."`
-	ID      []string  `name:"id" help:"An event's webhook-id (repeat or comma-separate for several)."`
-	Limit   int       `help:"At most this many events (0: the most a replay queues)."`
-	DryRun  bool      `name:"dry-run" help:"Count what would be sent; send nothing."`
-	JSON    bool      `help:"Print JSON."`
+	Name    string   `arg:"" help:"Endpoint name (as configured)."`
+	FromSeq uint64   `name:"from-seq" help:"First EVENTS sequence."`
+	ToSeq   uint64   `name:"to-seq" help:"Last EVENTS sequence (inclusive)."`
+	Since   string   `help:"Events stored at or after this time: RFC 3339, or a duration meaning that long ago (2h)."`
+	Until   string   `help:"Events stored before this time: RFC 3339 or a duration ago."`
+	Subject string   `help:"An EVENTS subject or filter (events.orders.>); only events the endpoint receives are sent."`
+	ID      []string `name:"id" help:"An event's webhook-id (repeat or comma-separate for several)."`
+	Limit   int      `help:"At most this many events (0: the most a replay queues)."`
+	DryRun  bool     `name:"dry-run" help:"Count what would be sent; send nothing."`
+	JSON    bool     `help:"Print JSON."`
 	natsFlags
 	allFlags
 }
@@ -291,7 +291,16 @@ func (c *endpointsReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 	if err != nil {
 		return err
 	}
-	sel := ops.EndpointReplaySelector{FromSeq: c.FromSeq, ToSeq: c.ToSeq, Since: c.Since, Until: c.Until, Subject: c.Subject,
+	now := time.Now()
+	since, err := ops.ParseWhen(c.Since, now)
+	if err != nil {
+		return fmt.Errorf("endpoints replay: --since: %w", err)
+	}
+	until, err := ops.ParseWhen(c.Until, now)
+	if err != nil {
+		return fmt.Errorf("endpoints replay: --until: %w", err)
+	}
+	sel := ops.EndpointReplaySelector{FromSeq: c.FromSeq, ToSeq: c.ToSeq, Since: since, Until: until, Subject: c.Subject,
 		EventIDs: c.ID, Limit: c.Limit}
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		res, err := o.EndpointReplay(ctx, c.Name, sel, c.DryRun)
@@ -322,16 +331,25 @@ type endpointsDeadLettersCmd struct {
 
 // deadLetterSelect selects delivery dead letters on the command line.
 type deadLetterSelect struct {
-	IDs      []int64   `arg:"" optional:"" name:"id" help:"Dead letter ids (from list)."`
-	Endpoint string    `help:"Those of this endpoint."`
-	Event    string    `help:"Those of this event (webhook-id)."`
-	Subject  string    `help:"Those of this subject."`
-	Since    time.Time `help:"Those written at or after this time (RFC 3339)." format:"2006-01-02T15:04:05Z07:00"`
-	Until    time.Time `help:"Those written before this time (RFC 3339)." format:"2006-01-02T15:04:05Z07:00"`
+	IDs      []int64 `arg:"" optional:"" name:"id" help:"Dead letter ids (from list)."`
+	Endpoint string  `help:"Those of this endpoint."`
+	Event    string  `help:"Those of this event (webhook-id)."`
+	Subject  string  `help:"Those of this subject."`
+	Since    string  `help:"Those written at or after this time: RFC 3339, or a duration meaning that long ago (2h)."`
+	Until    string  `help:"Those written before this time: RFC 3339 or a duration ago."`
 }
 
-func (s deadLetterSelect) filter() ops.EndpointDeadLetterFilter {
-	return ops.EndpointDeadLetterFilter{IDs: s.IDs, Endpoint: s.Endpoint, EventID: s.Event, Subject: s.Subject, Since: s.Since, Until: s.Until}
+func (s deadLetterSelect) filter() (ops.EndpointDeadLetterFilter, error) {
+	now := time.Now()
+	since, err := ops.ParseWhen(s.Since, now)
+	if err != nil {
+		return ops.EndpointDeadLetterFilter{}, fmt.Errorf("--since: %w", err)
+	}
+	until, err := ops.ParseWhen(s.Until, now)
+	if err != nil {
+		return ops.EndpointDeadLetterFilter{}, fmt.Errorf("--until: %w", err)
+	}
+	return ops.EndpointDeadLetterFilter{IDs: s.IDs, Endpoint: s.Endpoint, EventID: s.Event, Subject: s.Subject, Since: since, Until: until}, nil
 }
 
 // endpointsDeadLettersListCmd lists delivery dead letters.
@@ -349,9 +367,12 @@ func (c *endpointsDeadLettersListCmd) Run(ctx context.Context, g *Globals, rt *r
 	if err != nil {
 		return err
 	}
+	f, err := c.filter()
+	if err != nil {
+		return fmt.Errorf("endpoints dead-letters list: %w", err)
+	}
+	f.Resolved, f.Limit = c.All, c.Limit
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
-		f := c.filter()
-		f.Resolved, f.Limit = c.All, c.Limit
 		list, err := o.EndpointDeadLetters(ctx, f)
 		if err != nil {
 			return fmt.Errorf("endpoints dead-letters list: %w", dbError(err))
@@ -378,8 +399,12 @@ func (c *endpointsDeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt
 	if err != nil {
 		return err
 	}
+	f, err := c.filter()
+	if err != nil {
+		return fmt.Errorf("endpoints dead-letters requeue: %w", err)
+	}
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
-		res, err := o.EndpointDeadLettersRequeue(ctx, c.filter(), c.OutOfOrder, c.DryRun)
+		res, err := o.EndpointDeadLettersRequeue(ctx, f, c.OutOfOrder, c.DryRun)
 		if err != nil {
 			return fmt.Errorf("endpoints dead-letters requeue: %w", dbError(err))
 		}
@@ -401,8 +426,12 @@ func (c *endpointsDeadLettersDiscardCmd) Run(ctx context.Context, g *Globals, rt
 	if err != nil {
 		return err
 	}
+	f, err := c.filter()
+	if err != nil {
+		return fmt.Errorf("endpoints dead-letters discard: %w", err)
+	}
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
-		res, err := o.EndpointDeadLettersDiscard(ctx, c.filter(), c.DryRun)
+		res, err := o.EndpointDeadLettersDiscard(ctx, f, c.DryRun)
 		if err != nil {
 			return fmt.Errorf("endpoints dead-letters discard: %w", dbError(err))
 		}
