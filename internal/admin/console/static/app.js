@@ -1491,9 +1491,15 @@
     return sel;
   }
 
+  // dryRunSelector is the selection the last dry run counted: Apply sends
+  // exactly that one (changing a field hides Apply until a new dry run).
+  let dryRunSelector = null;
+
   async function replayEndpoint(dryRun) {
     const name = $("ep-replay-form").dataset.endpoint;
-    const sel = Object.assign(replaySelector(), { dry_run: dryRun });
+    if (dryRun) dryRunSelector = replaySelector();
+    if (!dryRunSelector) return;
+    const sel = Object.assign({}, dryRunSelector, { dry_run: dryRun });
     const out = $("ep-rp-result");
     try {
       const r = await post("endpoints/" + encodeURIComponent(name) + "/replay", sel);
@@ -1512,6 +1518,7 @@
     replayEndpoint(true);
   });
   $("ep-rp-apply").addEventListener("click", () => replayEndpoint(false));
+  $("ep-replay-form").addEventListener("input", () => { $("ep-rp-apply").hidden = true; });
 
   // ---- start -------------------------------------------------------------
 
