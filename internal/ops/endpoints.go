@@ -106,7 +106,7 @@ func (o *Ops) endpoint(name string) (delivery.Endpoint, error) {
 		}
 	}
 	if err := o.endpointsErr(); err != nil {
-		return delivery.Endpoint{}, err
+		return delivery.Endpoint{}, fmt.Errorf("endpoint %q: %w: %w", name, ErrNotFound, err)
 	}
 	names := make([]string, 0, len(o.Endpoints))
 	for _, e := range o.Endpoints {
@@ -236,13 +236,9 @@ func (f EndpointDeadLetterFilter) store() store.DeliveryDeadLetterFilter {
 }
 
 // EndpointDeadLetters lists the delivery dead letters f selects, oldest
-// first.
+// first (an endpoint no longer configured keeps its dead letters: they
+// are listed, and discarded, by its name too).
 func (o *Ops) EndpointDeadLetters(ctx context.Context, f EndpointDeadLetterFilter) ([]EndpointDeadLetter, error) {
-	if f.Endpoint != "" {
-		if _, err := o.endpoint(f.Endpoint); err != nil {
-			return nil, err
-		}
-	}
 	out, err := store.DeliveryDeadLetterFind(ctx, o.Pool, f.store())
 	if err != nil {
 		return nil, fmt.Errorf("delivery dead letters: %w", err)
@@ -256,7 +252,7 @@ func (o *Ops) EndpointDeadLetters(ctx context.Context, f EndpointDeadLetterFilte
 // EndpointDeadLettersRequeue sends the selected dead letters again
 // (outOfOrder: also those a later event of their key has passed).
 func (o *Ops) EndpointDeadLettersRequeue(ctx context.Context, f EndpointDeadLetterFilter, outOfOrder, dryRun bool) (EndpointTriageResult, error) {
-	if err := o.checkTriage(f); err != nil {
+	if err := o.checkTriage(f, true); err != nil {
 		return EndpointTriageResult{}, err
 	}
 	return delivery.Requeue(ctx, o.Pool, delivery.RequeueOptions{Filter: f.store(), OutOfOrder: outOfOrder, DryRun: dryRun})
@@ -265,19 +261,21 @@ func (o *Ops) EndpointDeadLettersRequeue(ctx context.Context, f EndpointDeadLett
 // EndpointDeadLettersDiscard resolves the selected dead letters without
 // sending them.
 func (o *Ops) EndpointDeadLettersDiscard(ctx context.Context, f EndpointDeadLetterFilter, dryRun bool) (EndpointTriageResult, error) {
-	if err := o.checkTriage(f); err != nil {
+	if err := o.checkTriage(f, false); err != nil {
 		return EndpointTriageResult{}, err
 	}
 	return delivery.Discard(ctx, o.Pool, delivery.RequeueOptions{Filter: f.store(), DryRun: dryRun})
 }
 
 // checkTriage refuses a selection that names nothing (it would act on
-// every dead letter) and an endpoint not configured.
-func (o *Ops) checkTriage(f EndpointDeadLetterFilter) error {
+// every dead letter) and, for a requeue (configured), an endpoint not
+// configured: nothing would send what it queues. A removed endpoint's
+// dead letters can still be discarded.
+func (o *Ops) checkTriage(f EndpointDeadLetterFilter, configured bool) error {
 	if len(f.IDs) == 0 && f.Endpoint == "" && f.EventID == "" && f.Subject == "" && f.Since.IsZero() && f.Until.IsZero() {
 		return fmt.Errorf("name dead letters by id, or an endpoint, an event id, a subject or a time range: %w", ErrInvalid)
 	}
-	if f.Endpoint != "" {
+	if configured && f.Endpoint != "" {
 		if _, err := o.endpoint(f.Endpoint); err != nil {
 			return err
 		}

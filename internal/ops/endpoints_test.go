@@ -112,6 +112,17 @@ func TestDeliveryHistoryStates(t *testing.T) {
 	if _, err := o.EndpointDeadLettersRequeue(ctx, ops.EndpointDeadLetterFilter{}, false, true); !errors.Is(err, ops.ErrInvalid) {
 		t.Errorf("a requeue naming nothing = %v, want ErrInvalid", err)
 	}
+	// c-dead is configured nowhere (o has no endpoints): its dead letters
+	// are listed and may be discarded by its name, not requeued.
+	if list, err := o.EndpointDeadLetters(ctx, ops.EndpointDeadLetterFilter{Endpoint: "c-dead"}); err != nil || len(list) != 1 {
+		t.Errorf("c-dead's dead letters: %+v, %v", list, err)
+	}
+	if _, err := o.EndpointDeadLettersRequeue(ctx, ops.EndpointDeadLetterFilter{Endpoint: "c-dead"}, false, true); !errors.Is(err, ops.ErrNotFound) {
+		t.Errorf("a requeue to an endpoint not configured = %v, want ErrNotFound", err)
+	}
+	if res, err := o.EndpointDeadLettersDiscard(ctx, ops.EndpointDeadLetterFilter{Endpoint: "c-dead"}, true); err != nil || res.Matched != 1 || !res.DryRun {
+		t.Errorf("a dry-run discard of c-dead's dead letters: %+v, %v", res, err)
+	}
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE resolved_at IS NULL`); n != 1 {
 		t.Errorf("%d unresolved dead letters, want 1 (c-dead's)", n)
 	}
