@@ -257,6 +257,12 @@ func TestEndpointsCommands(t *testing.T) {
 	if len(st.Endpoints) != 1 || st.Endpoints[0].State != "disabled" || st.Endpoints[0].DisabledReason != "maintenance" {
 		t.Fatalf("status after disable: %+v", st)
 	}
+	if out, err := runOps(t, with("status")...); err != nil || !strings.Contains(out, "ENDPOINT") || !strings.Contains(out, "disabled (maintenance)") {
+		t.Fatalf("status does not show the disabled endpoint: %v\n%s", err, out)
+	}
+	if out, err := runOps(t, with("endpoints", "list")...); err != nil || !strings.Contains(out, "partner") || !strings.Contains(out, "disabled (maintenance)") {
+		t.Fatalf("endpoints list: %v\n%s", err, out)
+	}
 	opsJSON(t, &change, with("endpoints", "enable", "partner")...)
 	if change.State != "enabled" || !change.Changed {
 		t.Fatalf("enable: %+v", change)
