@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/admin"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/opsfor"
@@ -43,7 +44,7 @@ func registeredOps(cfg, handlers any, pool *pgxpool.Pool, js jetstream.JetStream
 // handler timeouts as serve's consumers run with them (registered Go
 // handlers, SQL consumers' statements and the self-test's; a consumer
 // whose handler cannot be built keeps none, and replaying to it then says
-// so), and HOOKS's age horizon.
+// so), HOOKS's age horizon, and the delivery endpoints.
 func opsFor(cfg Config, handlers Handlers, pool *pgxpool.Pool, js jetstream.JetStream, log *slog.Logger) *ops.Ops {
 	handlers = WithSelftest(cfg, handlers)
 	consumers := make([]ops.Consumer, 0, len(cfg.Consumers))
@@ -53,8 +54,13 @@ func opsFor(cfg Config, handlers Handlers, pool *pgxpool.Pool, js jetstream.JetS
 		consumers = append(consumers, ops.Consumer{Name: o.Name, Sources: o.Sources, EventTypes: o.EventTypes,
 			Handler: o.Handler, ApplyTimeout: o.HandlerTimeout})
 	}
+	// The endpoints that could be read, and why others could not (a
+	// secret missing where the command runs): status and the actions on
+	// the others say so.
+	endpoints, endpointsErr := cfg.Delivery.resolved(nil)
 	return &ops.Ops{Pool: pool, JS: js, Consumers: consumers, Logger: log,
-		HooksMaxAge: (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge()}
+		HooksMaxAge: (stream.Options{MaxAge: cfg.Streams.MaxAge}).HooksMaxAge(),
+		Endpoints:   endpoints, EndpointsErr: endpointsErr, Sign: verify.SignStandard}
 }
 
 // startAdmin listens on admin_addr and returns the function that serves

@@ -125,6 +125,7 @@ type cliCommands struct {
 	Outbox      outboxCmd      `cmd:"" help:"List pending or dead outbox rows; requeue dead ones."`
 	Events      eventsCmd      `cmd:"" help:"Follow one event through HOOKS, the consumers and the outbox."`
 	Consumers   consumersCmd   `cmd:"" help:"Pause or resume a consumer; delete a durable no configured consumer owns."`
+	Endpoints   endpointsCmd   `cmd:"" help:"List, show, test, disable, enable or replay to delivery endpoints; triage their dead letters."`
 	Version     versionCmd     `cmd:"" help:"Print hookbridge's version and commit."`
 	Selftest    selftestCmd    `cmd:"" help:"Run the acceptance protocol against a running deployment (needs selftest.enabled)."`
 	Healthcheck healthcheckCmd `cmd:"" help:"Exit 0 when the hookbridge on http_addr is ready (/readyz), 1 otherwise (for HEALTHCHECK)."`

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookbridge/hookbridge/app"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
@@ -169,13 +170,13 @@ func (c *outboxRequeueCmd) Run(ctx context.Context, g *Globals, rt *runtime) err
 
 // eventsCmd follows events.
 type eventsCmd struct {
-	Show eventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote."`
+	Show eventsShowCmd `cmd:"" help:"Show the life of one event: stored in HOOKS, each consumer's outcome (with the failures of one being retried), its dead letters and conflicts, the outbox rows it wrote and their delivery to each endpoint. With one argument, an outgoing event's (webhook-id's) delivery history per endpoint."`
 }
 
 // eventsShowCmd shows one event's life.
 type eventsShowCmd struct {
-	Source  string `arg:"" help:"Source name (as configured)."`
-	EventID string `arg:"" help:"Event id (as the sender gave it)."`
+	Source  string `arg:"" help:"Source name (as configured); alone, an outgoing event's id (its webhook-id, the outbox message's id)."`
+	EventID string `arg:"" optional:"" help:"Event id (as the sender gave it)."`
 	JSON    bool   `help:"Print JSON."`
 	natsFlags
 	allFlags
@@ -187,6 +188,9 @@ func (c *eventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 	if err != nil {
 		return err
 	}
+	if c.EventID == "" {
+		return c.deliveries(ctx, cfg, rt)
+	}
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		life, err := o.EventLife(ctx, c.Source, c.EventID)
 		if err != nil {
@@ -196,6 +200,25 @@ func (c *eventsShowCmd) Run(ctx context.Context, g *Globals, rt *runtime) error 
 			return writeJSON(rt.stdout, life)
 		}
 		return printEventLife(rt.stdout, life)
+	})
+}
+
+// deliveries implements `events show ID`: an outgoing event's delivery
+// history (Postgres only).
+func (c *eventsShowCmd) deliveries(ctx context.Context, cfg app.Config, rt *runtime) error {
+	return withOps(ctx, cfg, rt, c.natsFlags, false, func(o *ops.Ops) error {
+		h, err := o.DeliveryHistory(ctx, c.Source)
+		if err != nil {
+			return fmt.Errorf("events show: %w", dbError(err))
+		}
+		if c.JSON {
+			return writeJSON(rt.stdout, h)
+		}
+		if len(h.Endpoints) == 0 {
+			return fmt.Errorf("events show: no endpoint has a delivery of %s (give a source and an event id for an incoming event): %w",
+				c.Source, ops.ErrNotFound)
+		}
+		return printDeliveryHistory(rt.stdout, h)
 	})
 }
 
@@ -225,7 +248,7 @@ func printEventLife(w io.Writer, life ops.EventLife) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	sections := []func(io.Writer, ops.EventLife) error{printLifeDeadLetters, printLifeConflicts, printLifeOutbox}
+	sections := []func(io.Writer, ops.EventLife) error{printLifeDeadLetters, printLifeConflicts, printLifeOutbox, printLifeDeliveries}
 	for _, section := range sections {
 		if err := section(w, life); err != nil {
 			return err
@@ -276,6 +299,15 @@ func printLifeOutbox(w io.Writer, life ops.EventLife) error {
 		t.row(fmt.Sprint(r.ID), r.EventID, r.Subject, r.State, seqCell(r.SentSeq))
 	}
 	return t.flush()
+}
+
+func printLifeDeliveries(w io.Writer, life ops.EventLife) error {
+	for _, h := range life.Deliveries {
+		if err := printDeliveryHistory(w, h); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // consumersCmd pauses and resumes consumers, and deletes orphaned

@@ -58,6 +58,9 @@ func printStatus(w io.Writer, st *ops.Status) error {
 		if err := printKeyed(w, st); err != nil {
 			return err
 		}
+		if err := printStatusEndpoints(w, st); err != nil {
+			return err
+		}
 	}
 	if err := printRetrying(w, st); err != nil {
 		return err
@@ -72,6 +75,27 @@ func printStatus(w io.Writer, st *ops.Status) error {
 	t.row("dead letters unresolved", fmt.Sprint(st.DeadLettersUnresolved))
 	t.row("conflicts", fmt.Sprint(st.Conflicts))
 	return t.flush()
+}
+
+// printStatusEndpoints prints the delivery endpoints and the durables of
+// endpoints no longer configured.
+func printStatusEndpoints(w io.Writer, st *ops.Status) error {
+	if len(st.Endpoints) > 0 {
+		if err := printEndpoints(w, st.Endpoints); err != nil {
+			return err
+		}
+	}
+	if st.EndpointsError != "" {
+		fmt.Fprintf(w, "ENDPOINTS NOT SHOWN: %s\n", st.EndpointsError)
+	}
+	for _, d := range st.OrphanedEndpointDurables {
+		fmt.Fprintf(w, "ORPHANED: durable %s on EVENTS belongs to no configured endpoint; EVENTS keeps what it has not acked. "+
+			"Remove it with `nats consumer rm EVENTS %s`\n", d, d)
+	}
+	if len(st.Endpoints) > 0 || len(st.OrphanedEndpointDurables) > 0 || st.EndpointsError != "" {
+		fmt.Fprintln(w)
+	}
+	return nil
 }
 
 // seconds is a figure in seconds as a duration.

@@ -110,6 +110,16 @@ func (h *Handler) routes() {
 	api("POST /api/v1/consumers/{name}/pause", h.pause)
 	api("POST /api/v1/consumers/{name}/resume", h.resume)
 	api("POST /api/v1/consumers/{name}/delete", h.deleteDurable)
+	api("GET /api/v1/endpoints", h.listEndpoints)
+	api("GET /api/v1/endpoints/{name}", h.getEndpoint)
+	api("POST /api/v1/endpoints/{name}/disable", h.disableEndpoint)
+	api("POST /api/v1/endpoints/{name}/enable", h.enableEndpoint)
+	api("POST /api/v1/endpoints/{name}/test", h.testEndpoint)
+	api("POST /api/v1/endpoints/{name}/replay", h.replayEndpoint)
+	api("GET /api/v1/delivery-dead-letters", h.listDeliveryDeadLetters)
+	api("POST /api/v1/delivery-dead-letters/requeue", h.triageDeliveryDeadLetters(false))
+	api("POST /api/v1/delivery-dead-letters/discard", h.triageDeliveryDeadLetters(true))
+	api("GET /api/v1/deliveries/{event_id...}", h.deliveries)
 	api("/api/", func(http.ResponseWriter, *http.Request) error {
 		return httpError{http.StatusNotFound, "no such endpoint"}
 	})

@@ -88,6 +88,13 @@ type consoleServe struct {
 
 func startConsoleServe(t *testing.T, handlers app.Handlers) *consoleServe {
 	t.Helper()
+	return startConsoleServeWith(t, handlers, nil)
+}
+
+// startConsoleServeWith is startConsoleServe with the configuration
+// changed by configure (nil: unchanged) before it is completed.
+func startConsoleServeWith(t *testing.T, handlers app.Handlers, configure func(*app.Config)) *consoleServe {
+	t.Helper()
 	db := hookbridgetest.Postgres(t, orders.Migrations())
 	js := hookbridgetest.NATS(t)
 	env := func(k string) (string, bool) {
@@ -102,6 +109,9 @@ func startConsoleServe(t *testing.T, handlers app.Handlers) *consoleServe {
 	cfg.Sources = app.DefaultSources(env)
 	cfg.Consumers = app.DefaultConsumers()
 	cfg.Relay.PollInterval = 200 * time.Millisecond
+	if configure != nil {
+		configure(&cfg)
+	}
 	if err := cfg.Complete(env, handlers); err != nil {
 		t.Fatal(err)
 	}

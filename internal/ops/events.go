@@ -100,6 +100,9 @@ type EventLife struct {
 	DeadLetters []LifeDeadLetter  `json:"dead_letters"`
 	Conflicts   []LifeConflict    `json:"conflicts"`
 	Outbox      []EventOutbox     `json:"outbox"`
+	// Deliveries are, for each of its outbox rows the relay published,
+	// that event's delivery history per endpoint.
+	Deliveries []DeliveryHistory `json:"deliveries"`
 }
 
 // EventLife follows one event through the deployment. The outbox rows are
@@ -107,7 +110,7 @@ type EventLife struct {
 // [ErrNotFound] when neither HOOKS nor any table knows the event.
 func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife, error) {
 	life := EventLife{Source: source, EventID: eventID, Consumers: []EventAtConsumer{}, DeadLetters: []LifeDeadLetter{},
-		Conflicts: []LifeConflict{}, Outbox: []EventOutbox{}}
+		Conflicts: []LifeConflict{}, Outbox: []EventOutbox{}, Deliveries: []DeliveryHistory{}}
 	names := o.consumerNames()
 	inbox, err := store.InboxListForEvent(ctx, o.Pool, names, source, eventID)
 	if err != nil {
@@ -164,6 +167,13 @@ func (o *Ops) EventLife(ctx context.Context, source, eventID string) (EventLife,
 			continue // none written under the convention (or not readable)
 		}
 		life.Outbox = append(life.Outbox, EventOutbox{ID: row.ID, EventID: row.EventID, Subject: row.Subject, State: row.Status, SentSeq: row.StreamSeq})
+		h, err := o.DeliveryHistory(ctx, row.EventID)
+		if err != nil {
+			return life, fmt.Errorf("event %s/%s: %w", source, eventID, err)
+		}
+		if len(h.Endpoints) > 0 {
+			life.Deliveries = append(life.Deliveries, h)
+		}
 	}
 	if life.Stored == nil && len(inbox) == 0 && len(dead) == 0 && len(failing) == 0 && len(conflicts) == 0 {
 		return life, fmt.Errorf("event %s/%s: %w", source, eventID, ErrNotFound)

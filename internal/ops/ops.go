@@ -2,8 +2,9 @@
 // place for the admin HTTP API (package admin) and the command line
 // (package cli): the overview (status), replay, list, show, requeue or
 // discard dead letters, list, show and resolve conflicts, list and
-// requeue outbox rows, follow the life of one event, and pause, resume
-// or delete a consumer's durables. Each view has one read here and one
+// requeue outbox rows, follow the life of one event, pause, resume or
+// delete a consumer's durables, and show, test, disable, enable and
+// replay to the delivery endpoints and triage their dead letters. Each view has one read here and one
 // JSON shape, which both print. It reads and writes Postgres
 // through internal/store and JetStream through a client; it holds no
 // state of its own between calls.
@@ -21,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/consumer"
+	"github.com/hookbridge/hookbridge/internal/delivery"
 )
 
 // Errors the actions wrap, so that callers can answer with the right
@@ -68,6 +70,12 @@ type Ops struct {
 	// status shows as HOOKS's max age; 0: the stream's own.
 	HooksMaxAge time.Duration
 	Logger      *slog.Logger // the replays' own log (nil: slog.Default)
+	// Endpoints are the configured delivery endpoints (defaults applied,
+	// secrets read), EndpointsErr why some could not be read (an action on
+	// one not in Endpoints then says so), and Sign signs `endpoints test`.
+	Endpoints    []delivery.Endpoint
+	EndpointsErr error
+	Sign         delivery.Signer
 }
 
 // errNoJetStream is returned by actions that need JetStream when the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/durables"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/relay"
@@ -52,6 +53,15 @@ type Status struct {
 	// them all per consumer.
 	Postponed           []RetryingEvent  `json:"postponed"`
 	PostponedByConsumer map[string]int64 `json:"postponed_by_consumer"`
+	// Endpoints are the delivery endpoints: state, owner, backlog and dead
+	// letters (empty without JetStream, or when none is configured);
+	// OrphanedEndpointDurables the durables on EVENTS of endpoints no
+	// longer configured, which keep what they have not acked.
+	Endpoints                []EndpointStatus `json:"endpoints"`
+	OrphanedEndpointDurables []string         `json:"orphaned_endpoint_durables"`
+	// EndpointsError says why configured endpoints are missing from
+	// Endpoints (a secret the reader of the configuration cannot read).
+	EndpointsError string `json:"endpoints_error,omitempty"`
 	// Ready is the readiness of the instance that answers (what its
 	// /readyz answers); absent from `hookbridge status`, which runs in no
 	// instance.
@@ -183,7 +193,7 @@ const statusTimeout = 10 * time.Second
 // readiness.
 func (o *Ops) Status(ctx context.Context, ready func(context.Context) bool) (Status, error) {
 	st := Status{Streams: []StreamStatus{}, Consumers: []ConsumerStatus{}, OrphanedDurables: []string{},
-		Retrying: []RetryingEvent{}, Postponed: []RetryingEvent{}}
+		Retrying: []RetryingEvent{}, Postponed: []RetryingEvent{}, Endpoints: []EndpointStatus{}, OrphanedEndpointDurables: []string{}}
 	if err := o.statusPostgres(ctx, &st); err != nil {
 		return st, fmt.Errorf("status: %w", err)
 	}
@@ -191,6 +201,8 @@ func (o *Ops) Status(ctx context.Context, ready func(context.Context) bool) (Sta
 		st.JetStreamError = errNoJetStream.Error()
 	} else if err := o.statusJetStream(ctx, &st); err != nil {
 		st.JetStreamError = err.Error()
+	} else if err := o.statusEndpoints(ctx, &st); err != nil {
+		return st, fmt.Errorf("status: %w", err)
 	}
 	for i := range st.Consumers {
 		c := &st.Consumers[i]
@@ -201,6 +213,35 @@ func (o *Ops) Status(ctx context.Context, ready func(context.Context) bool) (Sta
 		st.Ready = &r
 	}
 	return st, nil
+}
+
+// statusEndpoints fills the delivery endpoints and the orphaned durables
+// on EVENTS.
+func (o *Ops) statusEndpoints(ctx context.Context, st *Status) error {
+	if err := o.endpointsErr(); err != nil {
+		st.EndpointsError = err.Error()
+	}
+	if len(o.Endpoints) > 0 {
+		eps, err := delivery.Status(ctx, o.Pool, o.JS, o.Endpoints)
+		if err != nil {
+			return err
+		}
+		st.Endpoints = eps
+	}
+	names := make([]string, 0, len(o.Endpoints))
+	for _, e := range o.Endpoints {
+		names = append(names, e.Name)
+	}
+	orphans, err := delivery.Orphans(ctx, o.JS, names)
+	if err != nil {
+		st.JetStreamError = err.Error()
+		return nil
+	}
+	if o.EndpointsErr == nil && orphans != nil {
+		// With endpoints unreadable, a configured one would look orphaned.
+		st.OrphanedEndpointDurables = orphans
+	}
+	return nil
 }
 
 // statusPostgres fills the outbox, dead-letter, conflict and failure

@@ -12,7 +12,7 @@
   const TOKEN_KEY = "hookbridge.admin_token";
   const REFRESH_MS = 3000;
   const JOB_POLL_MS = 1000;
-  const PAGES = ["login", "overview", "dead-letters", "conflicts", "outbox", "replay", "events"];
+  const PAGES = ["login", "overview", "dead-letters", "conflicts", "outbox", "replay", "events", "endpoints"];
 
   const $ = (id) => document.getElementById(id);
 
@@ -480,6 +480,11 @@
       ["Dead", ob.dead > 0 ? link("#/outbox", num(ob.dead) + " (view)") : "0"],
       ["Sent (kept until retention)", num(ob.sent)],
     ]));
+    refresh($("ov-endpoints"), (st.endpoints || []).length || (st.orphaned_endpoint_durables || []).length ? [
+      endpointsTable(st.endpoints || []),
+      (st.orphaned_endpoint_durables || []).map((d) => el("p", { class: "warning" }, "Durable ", el("code", { text: d }),
+        " on EVENTS belongs to no configured endpoint and keeps what it has not acked: ", el("code", { text: "nats consumer rm EVENTS " + d }))),
+    ] : el("p", { class: "empty", text: "No delivery endpoints are configured." }));
     refresh($("ov-updated"), " updated " + new Date().toLocaleTimeString());
   }
 
@@ -1287,13 +1292,233 @@
         { label: "Subject", cell: (o) => el("code", { text: o.subject }) },
         { label: "State", cell: (o) => badge(o.state, stateKinds[o.state]) },
         { label: "EVENTS seq", num: true, cell: (o) => o.sent_seq ? num(o.sent_seq) : null },
-      ], e.outbox, "Its apply wrote no outbox rows.", (o) => ({ "data-state": o.state })));
+      ], e.outbox, "Its apply wrote no outbox rows.", (o) => ({ "data-state": o.state })),
+      (e.deliveries || []).length ? [el("h3", { text: "4. Delivery to endpoints" }), e.deliveries.map((h) => h.endpoints.map((d) => [
+        el("h4", null, el("code", { text: h.event_id }), " to ", link(endpointHref(d.endpoint), d.endpoint), " ",
+          badge(d.state.replace("_", " "), endpointKinds[d.state])),
+        attemptsTable(d.attempts, false),
+        d.pending ? el("p", { class: "meta" }, "Pending (" + d.pending.origin + "): " + num(d.pending.attempts) + " failed attempt(s), ",
+          d.pending.next_attempt_at ? ["next attempt ", time(d.pending.next_attempt_at)] : "behind an earlier event of its key") : null,
+        (d.dead_letters || []).length ? deliveryDeadLetterTable(d.dead_letters, false) : null,
+      ]))] : null);
   }
 
   $("ev-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     navigate(eventHref($("ev-source").value.trim(), $("ev-id").value.trim()));
   });
+
+  // ---- delivery endpoints ------------------------------------------------
+
+  const endpointKinds = { enabled: "ok", failing: "warn", disabled: "bad", delivered: "ok", pending: "warn", dead_lettered: "bad", failed: "bad", in_flight: "warn" };
+
+  function endpointHref(name) {
+    return "#/endpoints/" + encodeURIComponent(name);
+  }
+
+  function endpointState(e) {
+    return [badge(e.state, endpointKinds[e.state]),
+      e.disabled_reason ? " (" + e.disabled_reason + ")" : null,
+      e.failing_since ? [" since ", time(e.failing_since)] : null];
+  }
+
+  function endpointsTable(list) {
+    return table(null, [
+      { label: "Endpoint", cell: (e) => link(endpointHref(e.name), e.name) },
+      { label: "State", cell: (e) => endpointState(e) },
+      { label: "Owner", cell: (e) => e.owner },
+      { label: "Backlog", num: true, cell: (e) => num(e.backlog) },
+      { label: "Dead letters", num: true, cell: (e) => num(e.dead_letters) },
+      { label: "URL", cell: (e) => el("code", { text: e.url }) },
+    ], list, "No delivery endpoints are configured.", (e) => ({ "data-endpoint": e.name, "data-state": e.state }));
+  }
+
+  // attemptClass is the class the delivery metrics count an attempt by
+  // (delivery.StatusClass).
+  function attemptClass(a) {
+    const ec = a.error_class || "";
+    if (ec === "" || ec === "status") {
+      const s = a.status_code || 0;
+      return s >= 100 && s < 600 ? Math.floor(s / 100) + "xx" : "other";
+    }
+    if (ec === "timeout") return "timeout";
+    if (ec === "connect" || ec === "tls") return "connect";
+    if (ec === "refused_address") return "refused";
+    return "other";
+  }
+
+  function attemptsTable(list, withEvent) {
+    return table(null, [
+      withEvent ? { label: "Event id", cell: (a) => el("code", { text: a.event_id }) } : null,
+      { label: "Attempt", num: true, cell: (a) => num(a.attempt) },
+      { label: "Status", num: true, cell: (a) => a.status_code ? String(a.status_code) : null },
+      { label: "Class", cell: (a) => attemptClass(a) },
+      { label: "Latency", num: true, cell: (a) => num(Math.round((a.duration || 0) / 1e6)) + " ms" },
+      { label: "At", cell: (a) => time(a.attempted_at) },
+      { label: "Answer", cell: (a) => a.response_excerpt ? el("code", { text: a.response_excerpt.slice(0, 120) }) : null },
+    ].filter((c) => c), list, "No attempts recorded.");
+  }
+
+  function deliveryDeadLetterTable(list, actions) {
+    return table(null, [
+      { label: "ID", cell: (d) => String(d.id) },
+      { label: "Event id", cell: (d) => el("code", { text: d.event_id }) },
+      { label: "Subject", cell: (d) => el("code", { text: d.subject }) },
+      { label: "Attempts", num: true, cell: (d) => num(d.attempts) },
+      { label: "Last status", cell: (d) => d.last_status ? String(d.last_status) : d.last_error_class },
+      { label: "Dead since", cell: (d) => time(d.created_at) },
+      { label: "Resolved", cell: (d) => d.resolved_at ? [time(d.resolved_at), " (" + (d.resolution || "resolved") + ")"] : badge("unresolved", "bad") },
+      actions ? { label: "", cell: (d) => d.resolved_at ? null : [
+        el("button", { type: "button", class: "secondary", "data-action": "requeue", "data-id": d.id, "aria-label": "Requeue dead letter " + d.id,
+          onclick: (ev) => triageDelivery(ev.currentTarget, "requeue", { ids: [d.id] }) }, "Requeue"), " ",
+        el("button", { type: "button", class: "danger", "data-action": "discard", "data-id": d.id, "aria-label": "Discard dead letter " + d.id,
+          onclick: (ev) => triageDelivery(ev.currentTarget, "discard", { ids: [d.id] }) }, "Discard")] } : null,
+    ].filter((c) => c), list, "No dead letters.", (d) => ({ "data-dead-letter": d.id }));
+  }
+
+  async function renderEndpoints(args, params, gen) {
+    if (args.length > 0) return renderEndpoint(args[0], gen);
+    $("ep-list").hidden = false;
+    $("ep-detail").hidden = true;
+    const tick = async () => {
+      let list;
+      try {
+        list = await get("endpoints");
+      } catch (e) {
+        if (!stale(gen)) showError($("ep-list"), e);
+        return;
+      }
+      if (!stale(gen)) refresh($("ep-list"), endpointsTable(list));
+    };
+    await tick();
+    if (!stale(gen)) every(REFRESH_MS, tick);
+  }
+
+  // renderEndpoint shows one endpoint, refreshed every few seconds: its
+  // state, backlog, latest attempts and dead letters; the replay form is
+  // the page's own and keeps what was typed.
+  async function renderEndpoint(name, gen) {
+    $("ep-list").hidden = true;
+    $("ep-detail").hidden = false;
+    $("ep-name").textContent = name;
+    $("ep-replay-form").dataset.endpoint = name;
+    $("ep-rp-result").replaceChildren();
+    $("ep-rp-apply").hidden = true;
+    const tick = async () => {
+      let v;
+      try {
+        v = await get("endpoints/" + encodeURIComponent(name));
+      } catch (e) {
+        if (!stale(gen)) showError($("ep-summary"), e);
+        return;
+      }
+      if (stale(gen)) return;
+      const disabled = v.state === "disabled";
+      refresh($("ep-summary"),
+        fields([
+          ["State", el("span", { id: "ep-state", "data-state": v.state }, endpointState(v))],
+          ["Owner", v.owner || "no instance reads it now"],
+          ["Backlog", el("span", { id: "ep-backlog", text: num(v.backlog) })],
+          ["Pending in EVENTS", num(v.pending)],
+          ["Sent, not settled", num(v.ack_pending)],
+          ["In Postgres (retrying, waiting, requeued)", num(v.tracked)],
+          ["Dead letters", el("span", { id: "ep-dead-count", text: num(v.dead_letters) })],
+          ["URL", el("code", { text: v.url })],
+          ["Subjects", el("code", { text: (v.subjects || []).join(" ") })],
+          ["Ordered", v.ordered ? "yes" : "no"],
+          v.info_error ? ["Durable", el("span", { class: "error", text: v.info_error })] : null,
+        ]),
+        el("div", { class: "actions-row" },
+          el("button", { type: "button", id: "ep-toggle", class: disabled ? null : "danger", "data-action": disabled ? "enable" : "disable",
+            onclick: (ev) => toggleEndpoint(ev.currentTarget, name) }, disabled ? "Enable" : "Disable"),
+          " ",
+          el("button", { type: "button", id: "ep-test", class: "secondary", onclick: (ev) => testEndpoint(ev.currentTarget, name) }, "Send test event"),
+          " ",
+          (v.dead_letter_list || []).length ? el("button", { type: "button", id: "ep-requeue-all", class: "secondary",
+            onclick: (ev) => triageDelivery(ev.currentTarget, "requeue", { endpoint: name }) }, "Requeue all dead letters") : null));
+      refresh($("ep-dead"), deliveryDeadLetterTable(v.dead_letter_list || [], true));
+      refresh($("ep-attempts"), attemptsTable(v.recent_attempts || [], true));
+    };
+    await tick();
+    if (!stale(gen)) every(REFRESH_MS, tick);
+  }
+
+  async function toggleEndpoint(button, name) {
+    const action = button.dataset.action;
+    button.disabled = true;
+    try {
+      const r = await post("endpoints/" + encodeURIComponent(name) + "/" + action, {});
+      flash(r.changed ? "Endpoint " + r.endpoint + " " + r.state + "." : "Endpoint " + r.endpoint + " was " + r.state + " already.");
+    } catch (e) {
+      flash(action + " failed: " + errText(e), "error");
+    }
+    button.disabled = false;
+  }
+
+  async function testEndpoint(button, name) {
+    button.disabled = true;
+    try {
+      const r = await post("endpoints/" + encodeURIComponent(name) + "/test", {});
+      flash("Test event " + r.event_id + ": " + (r.status ? "status " + r.status : r.class) + ", " + num(Math.round(r.latency / 1e6)) + " ms.",
+        r.success ? "ok" : "error");
+    } catch (e) {
+      flash("Test failed: " + errText(e), "error");
+    }
+    button.disabled = false;
+  }
+
+  async function triageDelivery(button, action, sel) {
+    button.disabled = true;
+    try {
+      const r = await post("delivery-dead-letters/" + action, sel);
+      let msg = num((r.done || []).length) + " dead letter(s) " + (action === "requeue" ? "requeued" : "discarded") + ".";
+      if ((r.refused || []).length) msg += " " + num(r.refused.length) + " refused: a later event of their key has reached the endpoint (requeue them out of order from the command line).";
+      flash(msg);
+    } catch (e) {
+      flash(action + " failed: " + errText(e), "error");
+    }
+    button.disabled = false;
+  }
+
+  function replaySelector() {
+    const sel = {};
+    const from = $("ep-rp-from").value.trim();
+    const to = $("ep-rp-to").value.trim();
+    if (from) sel.from_seq = Number(from);
+    if (to) sel.to_seq = Number(to);
+    if ($("ep-rp-subject").value.trim()) sel.subject = $("ep-rp-subject").value.trim();
+    if ($("ep-rp-id").value.trim()) sel.event_ids = $("ep-rp-id").value.split(",").map((s) => s.trim()).filter((s) => s);
+    return sel;
+  }
+
+  // dryRunSelector is the selection the last dry run counted: Apply sends
+  // exactly that one (changing a field hides Apply until a new dry run).
+  let dryRunSelector = null;
+
+  async function replayEndpoint(dryRun) {
+    const name = $("ep-replay-form").dataset.endpoint;
+    if (dryRun) dryRunSelector = replaySelector();
+    if (!dryRunSelector) return;
+    const sel = Object.assign({}, dryRunSelector, { dry_run: dryRun });
+    const out = $("ep-rp-result");
+    try {
+      const r = await post("endpoints/" + encodeURIComponent(name) + "/replay", sel);
+      replace(out, el("p", { id: "ep-rp-summary", text: dryRun
+        ? num(r.matched) + " event(s) match; " + num(r.already_pending) + " already pending." + (r.truncated ? " More than the limit matched." : "")
+        : num(r.queued) + " event(s) queued for " + name + "; " + num(r.already_pending) + " were pending already." }));
+      $("ep-rp-apply").hidden = !dryRun || r.matched === 0;
+    } catch (e) {
+      showError(out, e);
+      $("ep-rp-apply").hidden = true;
+    }
+  }
+
+  $("ep-replay-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    replayEndpoint(true);
+  });
+  $("ep-rp-apply").addEventListener("click", () => replayEndpoint(false));
+  $("ep-replay-form").addEventListener("input", () => { $("ep-rp-apply").hidden = true; });
 
   // ---- start -------------------------------------------------------------
 
@@ -1305,6 +1530,7 @@
     outbox: renderOutbox,
     replay: renderReplay,
     events: renderEvents,
+    endpoints: renderEndpoints,
   };
 
   window.addEventListener("hashchange", route);
