@@ -270,10 +270,23 @@ func DeliveryPendingNextDue(ctx context.Context, q Querier, endpoint string) (d 
 	return time.Duration(*ms) * time.Millisecond, true, nil
 }
 
-// DeliveryPendingHead returns the first delivery of key on endpoint; ok
-// is false when the key has none.
-func DeliveryPendingHead(ctx context.Context, q Querier, endpoint, key string) (p DeliveryPending, ok bool, err error) {
-	return scanPendingRow(q.QueryRow(ctx, sqlDeliveryPendingHead, endpoint, key), endpoint)
+// DeliveryPendingHead returns the first delivery of key on endpoint and
+// how long until it is due, by the database's clock (which wrote its
+// time: an instance's clock may differ); ok is false when the key has
+// none.
+func DeliveryPendingHead(ctx context.Context, q Querier, endpoint, key string) (p DeliveryPending, dueIn time.Duration, ok bool, err error) {
+	p = DeliveryPending{Endpoint: endpoint}
+	var seq, ms int64
+	err = q.QueryRow(ctx, sqlDeliveryPendingHead, endpoint, key).Scan(&seq, &p.EventID, &p.Subject, &p.OrderingKey,
+		&p.Attempts, &p.NextAttemptAt, &p.Origin, &p.DeadLetterID, &ms)
+	if err == pgx.ErrNoRows {
+		return DeliveryPending{}, 0, false, nil
+	}
+	if err != nil {
+		return DeliveryPending{}, 0, false, err
+	}
+	p.StreamSeq = uint64(seq)
+	return p, time.Duration(ms) * time.Millisecond, true, nil
 }
 
 // DeliveryPendingGet returns endpoint's delivery of stream sequence seq;

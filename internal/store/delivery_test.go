@@ -93,9 +93,9 @@ func TestDeliveryPendingKeyOrder(t *testing.T) {
 	if err != nil || !more {
 		t.Fatalf("done k3: more %v %v", more, err)
 	}
-	head, ok, err := store.DeliveryPendingHead(ctx, db.Pool, "e", "k")
-	if err != nil || !ok || head.StreamSeq != 5 || head.NextAttemptAt == nil {
-		t.Fatalf("k's head %+v %v %v, want 5, due", head, ok, err)
+	head, dueIn, ok, err := store.DeliveryPendingHead(ctx, db.Pool, "e", "k")
+	if err != nil || !ok || head.StreamSeq != 5 || head.NextAttemptAt == nil || dueIn != 0 {
+		t.Fatalf("k's head %+v (due in %s) %v %v, want 5, due", head, dueIn, ok, err)
 	}
 	// A row parked behind k5 waits.
 	if _, _, err := store.DeliveryPendingPark(ctx, db.Pool, "e", "a", []store.DeliveryPending{{StreamSeq: 8, EventID: "k8", Subject: "s", OrderingKey: "k"}}); err != nil {
