@@ -85,7 +85,7 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 		return later, s.m.t.prepare
 	}
 	if s.e.Ordered && s.deadKey(it.key) {
-		pending, err := store.DeliveryDeadLetterPass(ctx, pool, name, it.key, it.seq)
+		pending, more, err := store.DeliveryDeadLetterPass(ctx, pool, name, it.key, it.seq)
 		if err != nil {
 			s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
 			return later, s.m.t.prepare
@@ -94,9 +94,14 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 			s.markPG(it.key)
 			return waitKey, 0
 		}
-		s.mu.Lock()
-		delete(s.deadKeys, it.key)
-		s.mu.Unlock()
+		if !more {
+			// Kept while the key has a dead letter at or after this event
+			// (a replay sends an earlier event again): the next later
+			// event must pass it.
+			s.mu.Lock()
+			delete(s.deadKeys, it.key)
+			s.mu.Unlock()
+		}
 	}
 	n := it.attempts + 1
 	res, ok := s.attempt(ctx, it, pl, n)

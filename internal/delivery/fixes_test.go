@@ -3,12 +3,14 @@ package delivery_test
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/internal/delivery"
+	"github.com/hookbridge/hookbridge/internal/store"
 )
 
 // skewedPool is a pool on o's database whose now() runs ahead of this
@@ -67,5 +69,44 @@ func TestOrderedRetryFollowsDatabaseClock(t *testing.T) {
 	}
 	if len(order) != 2 || order[0] != 1 || order[1] != 2 {
 		t.Fatalf("accepted %v, want [1 2]", order)
+	}
+}
+
+// A replay of an event before a key's dead letter does not make the
+// reader forget that dead letter: the next later event of the key still
+// passes it, so a requeue of it then needs the out-of-order flag.
+func TestReplayBeforeDeadLetterKeepsItUnpassedUntilPassed(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	rc.setFail(func(_ int, ev event) int {
+		if ev.N == 2 && refuse.Load() {
+			return http.StatusBadGateway
+		}
+		return 0
+	})
+	e := endpoint("partner", rc.url)
+	e.Ordered = true
+	e.Retry = []time.Duration{0} // one attempt, then the dead letter
+	o.start(t, e, nil)
+	ids := o.enqueue(t, event{"order.created", "a", 1}, event{"order.paid", "a", 2})
+	o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE event_id = $1 AND resolved_at IS NULL", ids[1])
+	refuse.Store(false)
+	ctx := context.Background()
+	res, err := delivery.Replay(ctx, o.db.Pool, o.js.JS, e, delivery.ReplaySelector{EventIDs: ids[:1]}, false)
+	if err != nil || res.Queued != 1 {
+		t.Fatalf("replay of a1: %+v %v", res, err)
+	}
+	eventually(t, "a1's replay answered", func() bool { return len(rc.seen()) == 3 })
+	o.db.AwaitCount(t, 0, "SELECT count(*) FROM hookbridge.delivery_pending")
+	o.enqueue(t, event{"order.shipped", "a", 3})
+	eventually(t, "a3 stored", func() bool { return rc.stored(t) == 2 })
+	if n := o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE event_id = $1 AND passed_at IS NOT NULL", ids[1]); n != 1 {
+		t.Fatalf("a2's dead letter passed = %d, want 1", n)
+	}
+	rq, err := delivery.Requeue(ctx, o.db.Pool, delivery.RequeueOptions{Filter: store.DeliveryDeadLetterFilter{Endpoint: e.Name}})
+	if err != nil || len(rq.Done) != 0 || len(rq.Refused) != 1 {
+		t.Fatalf("requeue of a2 after a3: %+v %v, want refused", rq, err)
 	}
 }

@@ -228,17 +228,12 @@ func DeliveryDeadLetterDiscard(ctx context.Context, q Querier, ids []int64) ([]i
 // DeliveryDeadLetterPass marks the dead letters of key on endpoint
 // before seq passed, as the event at seq is about to be sent, and reports
 // whether one of them is requeued and not delivered yet (the event must
-// then wait behind it).
-func DeliveryDeadLetterPass(ctx context.Context, q Querier, endpoint, key string, seq uint64) (requeuePending bool, err error) {
-	rows, err := q.Query(ctx, sqlDeliveryDeadLetterPass, endpoint, key, int64(seq))
-	if err != nil {
-		return false, err
-	}
-	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	for _, p := range pending {
-		requeuePending = requeuePending || p
-	}
-	return requeuePending, err
+// then wait behind it), and whether the key keeps an unpassed dead letter
+// at or after seq (a replayed event can come before its key's dead
+// letter: a later event still has to pass it).
+func DeliveryDeadLetterPass(ctx context.Context, q Querier, endpoint, key string, seq uint64) (requeuePending, more bool, err error) {
+	err = q.QueryRow(ctx, sqlDeliveryDeadLetterPass, endpoint, key, int64(seq)).Scan(&requeuePending, &more)
+	return requeuePending, more, err
 }
 
 // DeliveryDeadLetterKeys returns the keys of endpoint with a dead letter

@@ -145,8 +145,8 @@ func TestDeliveryDeadLetterRequeueOnce(t *testing.T) {
 		t.Fatalf("body %q %v %v %v", body, hdr, ok, err)
 	}
 	// A later event of k passes its dead letter.
-	if pending, err := store.DeliveryDeadLetterPass(ctx, db.Pool, "e", "k", 20); err != nil || pending {
-		t.Fatalf("pass: %v %v", pending, err)
+	if pending, more, err := store.DeliveryDeadLetterPass(ctx, db.Pool, "e", "k", 20); err != nil || pending || more {
+		t.Fatalf("pass: pending %v, more %v, %v", pending, more, err)
 	}
 	got, err := store.DeliveryDeadLetterRequeue(ctx, db.Pool, ids, false)
 	if err != nil || !slices.Equal(got, ids[:1]) {
