@@ -359,15 +359,25 @@ func (s *Sender) noteResult(res result) {
 		s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateFailing})
 	}
 	s.mu.Unlock()
+	// The database's clock follows the answers in the order they are
+	// noted here, and a clear that failed is tried again at the next
+	// success: an old failure never outlives a recovery.
+	s.clockMu.Lock()
+	defer s.clockMu.Unlock()
 	if res.success() {
-		if wasFailing {
-			// Once per recovery, not per success.
-			if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name); err != nil {
-				s.log.Warn("delivery: record the endpoint's recovery", "err", err)
-			}
+		if !s.clockSet {
+			return // once per recovery, not per success
 		}
+		if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name); err != nil {
+			s.log.Warn("delivery: record the endpoint's recovery; the next success tries again", "err", err)
+			return
+		}
+		s.clockSet = false
 		return
 	}
+	// Set before the write: a write whose answer was lost may have
+	// started the clock.
+	s.clockSet = true
 	since, failingFor, err := store.DeliveryEndpointFail(ctx, s.m.opts.Pool, s.e.Name)
 	if err != nil {
 		s.log.Warn("delivery: record the endpoint's failure", "err", err)

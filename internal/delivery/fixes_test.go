@@ -110,3 +110,50 @@ func TestReplayBeforeDeadLetterKeepsItUnpassedUntilPassed(t *testing.T) {
 		t.Fatalf("requeue of a2 after a3: %+v %v, want refused", rq, err)
 	}
 }
+
+// The endpoint's failing clock stops at a success even when the first
+// success after the failures could not record it: the next success does,
+// so disable_after never counts failures from before a recovery.
+func TestFailingClockClearsAfterRecovery(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	ctx := context.Background()
+	// While a row of refuse_recovery exists, stopping the failing clock
+	// fails (as a statement cut by a lost connection would); each refusal
+	// is counted by a sequence, which no rollback undoes.
+	_, err := o.db.Pool.Exec(ctx, `CREATE TABLE refuse_recovery (x int);
+INSERT INTO refuse_recovery VALUES (1);
+CREATE SEQUENCE recovery_refused;
+CREATE FUNCTION refuse_recovery() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF OLD.failing_since IS NOT NULL AND NEW.failing_since IS NULL AND EXISTS (SELECT 1 FROM refuse_recovery) THEN
+		PERFORM nextval('recovery_refused');
+		RAISE EXCEPTION 'recovery refused by the test';
+	END IF;
+	RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_recovery BEFORE UPDATE ON hookbridge.delivery_endpoints
+	FOR EACH ROW EXECUTE FUNCTION refuse_recovery()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.setFail(func(n int, ev event) int {
+		if ev.N == 1 && n == 0 {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	e := endpoint("partner", rc.url)
+	o.start(t, e, nil)
+	o.enqueue(t, event{"order.created", "a", 1})
+	eventually(t, "a1 stored after one failure", func() bool { return rc.stored(t) == 1 })
+	o.db.AwaitCount(t, 1, "SELECT count(*) FROM recovery_refused WHERE is_called")
+	if _, err := o.db.Pool.Exec(ctx, "DELETE FROM refuse_recovery"); err != nil {
+		t.Fatal(err)
+	}
+	o.enqueue(t, event{"order.created", "b", 2})
+	eventually(t, "b2 stored", func() bool { return rc.stored(t) == 2 })
+	if n := o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_endpoints WHERE name = $1 AND failing_since IS NULL", e.Name); n != 1 {
+		t.Fatal("the failing clock still runs after successes")
+	}
+}

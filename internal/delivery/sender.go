@@ -163,6 +163,14 @@ type Sender struct {
 	failing   bool      // the endpoint's failing clock runs
 	disabled  bool
 	stopping  bool
+
+	// clockMu orders the writes of the endpoint's failing clock, so a
+	// failure's write never lands after a later success's clear;
+	// clockSet says the database's clock may run (this sender started
+	// it, found it running, or could not stop it): a success clears it
+	// until a clear succeeds.
+	clockMu  sync.Mutex
+	clockSet bool
 }
 
 func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
@@ -307,6 +315,9 @@ func (s *Sender) loadOnce(ctx context.Context) error {
 	for _, r := range rows {
 		if r.Name == name {
 			s.failing = r.FailingSince != nil
+			s.clockMu.Lock()
+			s.clockSet = s.failing
+			s.clockMu.Unlock()
 		}
 	}
 	return nil
