@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/internal/delivery"
@@ -155,5 +156,75 @@ CREATE TRIGGER refuse_recovery BEFORE UPDATE ON hookbridge.delivery_endpoints
 	eventually(t, "b2 stored", func() bool { return rc.stored(t) == 2 })
 	if n := o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_endpoints WHERE name = $1 AND failing_since IS NULL", e.Name); n != 1 {
 		t.Fatal("the failing clock still runs after successes")
+	}
+}
+
+// A requeue racing the end of its key's last pending delivery (the
+// requeue's statement saw the row, the row's end did not see the
+// requeue) still becomes due and is delivered once. The race is forced:
+// the requeue waits on its dead letter's row lock while the key's row
+// ends.
+func TestRequeueRacingEndOfKeyIsDelivered(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	ctx := context.Background()
+	e := endpoint("partner", rc.url)
+	e.Ordered = true
+	const subject, key = "events.orders.a", "s:events.orders.a"
+	b := &pgx.Batch{}
+	store.QueueDeliveryDeadLetterInsert(b, store.DeliveryDeadLetter{Endpoint: e.Name, EventID: "evt-a-1", Subject: subject,
+		StreamSeq: 1000, Attempts: 1, LastStatus: 502, LastErrorClass: "status",
+		Payload: []byte(`{"type":"order.created","key":"a","n":1}`), Headers: map[string]string{"Content-Type": "application/json"},
+		OrderingKey: key})
+	if err := o.db.Pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	var dl int64
+	if err := o.db.Pool.QueryRow(ctx, "SELECT id FROM hookbridge.delivery_dead_letters").Scan(&dl); err != nil {
+		t.Fatal(err)
+	}
+	// The key's last pending delivery, being sent.
+	if n, err := store.DeliveryPendingReplay(ctx, o.db.Pool, e.Name, true,
+		[]store.DeliveryPending{{StreamSeq: 1001, EventID: "evt-a-2", Subject: subject, OrderingKey: key}}); err != nil || n != 1 {
+		t.Fatalf("pending row: %d %v", n, err)
+	}
+	lock, err := o.db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx) //nolint:errcheck // ended below
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM hookbridge.delivery_dead_letters WHERE id = $1 FOR UPDATE", dl); err != nil {
+		t.Fatal(err)
+	}
+	type requeued struct {
+		res delivery.RequeueResult
+		err error
+	}
+	done := make(chan requeued, 1)
+	go func() {
+		res, err := delivery.Requeue(ctx, o.db.Pool, delivery.RequeueOptions{Filter: store.DeliveryDeadLetterFilter{IDs: []int64{dl}}})
+		done <- requeued{res, err}
+	}()
+	o.db.AwaitCount(t, 1, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+	if _, err := store.DeliveryPendingDone(ctx, o.db.Pool, e.Name, 1001, key); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r requeued
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the requeue did not end within a minute")
+	}
+	if r.err != nil || len(r.res.Done) != 1 {
+		t.Fatalf("requeue %+v %v", r.res, r.err)
+	}
+	o.start(t, e, nil)
+	eventually(t, "the requeue delivered", func() bool { return rc.stored(t) == 1 })
+	o.db.AwaitCount(t, 0, "SELECT count(*) FROM hookbridge.delivery_pending")
+	if n := len(rc.seen()); n != 1 {
+		t.Fatalf("%d requests, want the requeue's one", n)
 	}
 }

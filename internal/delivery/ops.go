@@ -276,6 +276,19 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, o RequeueOptions) (Requeue
 		return RequeueResult{}, fmt.Errorf("requeue: %w", err)
 	}
 	res.Done, res.Raced = done, missing(ids, done)
+	// A requeue queued behind its key's last row as that row ended is
+	// made due now (the row's end could not see it).
+	var endpoints, keys []string
+	for _, d := range dls {
+		if d.OrderingKey != "" && slices.Contains(done, d.ID) {
+			endpoints, keys = append(endpoints, d.Endpoint), append(keys, d.OrderingKey)
+		}
+	}
+	if len(keys) > 0 {
+		if err := store.DeliveryPendingPromoteHeads(ctx, pool, endpoints, keys); err != nil {
+			return res, fmt.Errorf("requeue: make the requeued deliveries due: %w", err)
+		}
+	}
 	return res, nil
 }
 

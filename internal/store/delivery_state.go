@@ -36,6 +36,7 @@ var (
 	sqlDeliveryPendingCount        = load("delivery_pending_count.sql")
 	sqlDeliveryPendingListForEvent = load("delivery_pending_list_for_event.sql")
 	sqlDeliveryPendingUnpark       = load("delivery_pending_unpark.sql")
+	sqlDeliveryPendingPromoteHeads = load("delivery_pending_promote_heads.sql")
 )
 
 // Endpoint states.
@@ -374,4 +375,18 @@ func DeliveryPendingListForEvent(ctx context.Context, q Querier, eventID string)
 func DeliveryPendingUnpark(ctx context.Context, q Querier, endpoint string) error {
 	_, err := q.Exec(ctx, sqlDeliveryPendingUnpark, endpoint)
 	return err
+}
+
+// DeliveryPendingPromoteHeads makes due the first row of each key
+// (keys[i] of endpoints[i]) that waits with no row of its key before it,
+// and wakes the endpoints' owners. A requeue or a replay calls it after
+// its rows are committed: its statement may have put a row behind one
+// that ended meanwhile, whose end did not see it to make it due.
+func DeliveryPendingPromoteHeads(ctx context.Context, q Querier, endpoints, keys []string) error {
+	rows, err := q.Query(ctx, sqlDeliveryPendingPromoteHeads, endpoints, keys)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }
