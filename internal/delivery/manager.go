@@ -107,6 +107,9 @@ type testHooks struct {
 	// is recorded or acked; true drops the delivery there, as a crash
 	// would.
 	afterSend func(eventID string, status int) bool
+	// gateInfo runs in a takeover gate's look just before it asks
+	// JetStream how many messages are unacked.
+	gateInfo func()
 }
 
 // Manager runs the delivery role of one instance: the senders of the
