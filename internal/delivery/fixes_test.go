@@ -228,3 +228,26 @@ func TestRequeueRacingEndOfKeyIsDelivered(t *testing.T) {
 		t.Fatalf("%d requests, want the requeue's one", n)
 	}
 }
+
+// An endpoint URL's path and query may carry a token (many webhook URLs
+// are secret by their path): what status shows of it keeps the scheme
+// and host only.
+func TestStatusShowsRedactedURL(t *testing.T) {
+	t.Parallel()
+	const secretURL = "https://hooks.example.com:8443/services/T0/B0/s3cr3t-token?sig=abc#frag"
+	e := endpoint("partner", secretURL)
+	if got, want := e.DisplayURL(), "https://hooks.example.com:8443/…"; got != want {
+		t.Fatalf("DisplayURL %q, want %q", got, want)
+	}
+	if got := endpoint("root", "https://hooks.example.com/").DisplayURL(); got != "https://hooks.example.com/" {
+		t.Fatalf("DisplayURL of a bare host %q", got)
+	}
+	o := newOrigin(t)
+	st, err := delivery.Status(context.Background(), o.db.Pool, o.js.JS, []delivery.Endpoint{e})
+	if err != nil || len(st) != 1 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	if st[0].URL != "https://hooks.example.com:8443/…" {
+		t.Fatalf("status shows the URL %q", st[0].URL)
+	}
+}

@@ -81,8 +81,8 @@ func pauseDurable(ctx context.Context, js jetstream.JetStream, name string) erro
 // of one endpoint.
 type EndpointStatus struct {
 	Name string `json:"name"`
-	// URL is the endpoint's address without its query (which may carry a
-	// token).
+	// URL is the endpoint's address as [Endpoint.DisplayURL] shows it:
+	// scheme and host (its path and query may carry a token).
 	URL         string   `json:"url"`
 	Subjects    []string `json:"subjects"`
 	Ordered     bool     `json:"ordered"`
@@ -132,7 +132,7 @@ func Status(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, end
 	out := make([]EndpointStatus, 0, len(endpoints))
 	for _, e := range endpoints {
 		e = e.WithDefaults()
-		st := EndpointStatus{Name: e.Name, URL: redactURL(e.URL), Subjects: e.Subjects, Ordered: e.Ordered, Rate: e.Rate,
+		st := EndpointStatus{Name: e.Name, URL: e.DisplayURL(), Subjects: e.Subjects, Ordered: e.Ordered, Rate: e.Rate,
 			Concurrency: e.Concurrency, State: StateEnabled}
 		for _, r := range rows {
 			if r.Name != e.Name {
@@ -180,15 +180,18 @@ func Status(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, end
 	return out, nil
 }
 
-// redactURL keeps an endpoint URL's scheme, host and path: its query may
-// carry a token.
+// redactURL keeps an endpoint URL's scheme and host: its path and its
+// query may carry a token. A path is shown as "/…".
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
+	out := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return out.String() + "/…"
+	}
+	return out.String() + u.Path
 }
 
 // Orphans returns the durables on EVENTS of endpoints not in configured
