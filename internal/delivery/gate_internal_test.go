@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -67,5 +68,17 @@ func TestGateCountsHeldAfterAskingJetStream(t *testing.T) {
 	work.Wait()
 	if s.gated {
 		t.Fatal("the gate stayed shut with nothing held elsewhere")
+	}
+}
+
+// A sender that takes a rate-limited endpoint over starts with an empty
+// bucket: the previous reader's last request may be a moment old, so its
+// first request waits one interval of the rate rather than going at once.
+func TestRateLimiterStartsEmptyOnTakeover(t *testing.T) {
+	t.Parallel()
+	m := &Manager{log: slog.New(slog.NewTextHandler(io.Discard, nil)), opts: Options{Client: func(Endpoint) *http.Client { return nil }}}
+	s := newSender(m, Endpoint{Name: "e", Rate: 0.001, Concurrency: 1, Timeout: time.Second}, nil)
+	if tokens := s.limiter.Tokens(); tokens >= 1 {
+		t.Fatalf("a new sender's limiter holds %.3f tokens: its first request would go at once", tokens)
 	}
 }

@@ -184,6 +184,11 @@ func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
 		// A burst of one: the partner's limit is a rate, not a bucket we
 		// may empty at once after a quiet minute.
 		s.limiter = rate.NewLimiter(rate.Limit(e.Rate), 1)
+		// Empty at the start: the previous reader (another instance, or
+		// this one before a restart) may have sent a moment ago, and the
+		// limit holds across a handover only if the first request here
+		// waits one interval of the rate.
+		s.limiter.AllowN(time.Now(), 1)
 		s.rateAhead = max(1, int(e.Rate*s.ackWait.Seconds()/2))
 	}
 	return s
