@@ -71,6 +71,23 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 			}
 			return settled, 0
 		}
+		// Or its schedule ended in a dead letter whose Term was lost (the
+		// dead letter is committed first, so a crash between the two
+		// redelivers the message rather than losing the dead letter):
+		// terminated again, not sent.
+		dead, err := store.DeliveryDeadLetterExists(ctx, pool, name, it.seq, it.eventID)
+		if err != nil {
+			s.log.Warn("delivery: read a redelivered event's state; it waits", "seq", it.seq, "err", err)
+			return later, s.m.t.prepare
+		}
+		if dead {
+			if m := s.release(it); m != nil {
+				if err := m.TermWithReason("delivery schedule spent"); err != nil {
+					s.log.Warn("delivery: term", "err", err)
+				}
+			}
+			return settled, 0
+		}
 	}
 	pl, err := s.payloadOf(ctx, it)
 	if errors.Is(err, errGone) {
@@ -307,6 +324,9 @@ func (s *Sender) deadLetter(ctx context.Context, it *item, f failure) (outcome, 
 	it.failed = nil
 	if !held {
 		return notStarted, 0
+	}
+	if h := s.m.hooks.afterDeadLetter; h != nil && h(it.eventID) {
+		return settled, 0
 	}
 	s.log.Warn("delivery dead-lettered", "event_id", it.eventID, "attempts", n, "last_status", res.status, "error_class", res.class)
 	s.m.tracer.TraceDeadLetter(ctx, TraceDeadLetterData{Endpoint: s.e.Name, EventID: it.eventID, Attempts: n,

@@ -251,3 +251,39 @@ func TestStatusShowsRedactedURL(t *testing.T) {
 		t.Fatalf("status shows the URL %q", st[0].URL)
 	}
 }
+
+// A process that stops after a dead letter is committed and before its
+// message is terminated leaves the message to be redelivered: the next
+// reader finds its dead letter and terminates it, without sending it
+// again (its schedule is spent).
+func TestDeadLetterCommittedBeforeTermIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	rc.setFail(func(int, event) int { return http.StatusBadGateway })
+	e := endpoint("partner", rc.url)
+	e.Retry = []time.Duration{0} // one attempt, then the dead letter
+	var crashed atomic.Bool
+	first := o.instance(t, "first", func(opts *delivery.Options) {
+		delivery.SetAfterDeadLetter(opts, func(string) bool { crashed.Store(true); return true })
+	}, e)
+	o.enqueue(t, event{"order.created", "a", 1})
+	eventually(t, "the dead letter committed and the process stopped", crashed.Load)
+	first.kill()
+	o.instance(t, "second", nil, e)
+	ctx := context.Background()
+	eventually(t, "the message redelivered and settled", func() bool {
+		c, err := o.js.JS.Consumer(ctx, "EVENTS", delivery.ConsumerName(e.Name))
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.Delivered.Consumer >= 2 && info.NumAckPending == 0 && info.NumPending == 0
+	})
+	o.db.AwaitCount(t, 0, "SELECT count(*) FROM hookbridge.delivery_pending")
+	if n := len(rc.seen()); n != 1 {
+		t.Fatalf("%d requests, want the schedule's one", n)
+	}
+	if n := o.db.Count(t, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE resolved_at IS NULL"); n != 1 {
+		t.Fatalf("%d dead letters, want 1", n)
+	}
+}

@@ -107,6 +107,10 @@ type testHooks struct {
 	// is recorded or acked; true drops the delivery there, as a crash
 	// would.
 	afterSend func(eventID string, status int) bool
+	// afterDeadLetter runs after a dead letter is committed and before
+	// its message is terminated; true drops the delivery there, as a
+	// crash would.
+	afterDeadLetter func(eventID string) bool
 	// gateInfo runs in a takeover gate's look just before it asks
 	// JetStream how many messages are unacked.
 	gateInfo func()

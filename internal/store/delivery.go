@@ -22,6 +22,7 @@ var (
 	sqlDeliveryDeadLetterKeys        = load("delivery_dead_letter_keys.sql")
 	sqlDeliveryDeadLetterCount       = load("delivery_dead_letter_count.sql")
 	sqlDeliveryDeadLetterRedelivered = load("delivery_dead_letter_redelivered.sql")
+	sqlDeliveryDeadLetterExists      = load("delivery_dead_letter_exists.sql")
 )
 
 // DeliveryAttempt is one row of hookbridge.delivery_attempts: one HTTP
@@ -272,4 +273,13 @@ func DeliveryDeadLetterCount(ctx context.Context, q Querier) ([]DeliveryDeadLett
 		err := r.Scan(&c.Endpoint, &c.Count, &c.Oldest)
 		return c, err
 	})
+}
+
+// DeliveryDeadLetterExists reports whether endpoint has a dead letter of
+// event eventID at stream sequence seq, resolved or not: the live
+// delivery of that message ended there.
+func DeliveryDeadLetterExists(ctx context.Context, q Querier, endpoint string, seq uint64, eventID string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, sqlDeliveryDeadLetterExists, endpoint, int64(seq), eventID).Scan(&ok)
+	return ok, err
 }
