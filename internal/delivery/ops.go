@@ -289,7 +289,9 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, o RequeueOptions) (Requeue
 	}
 	if len(keys) > 0 {
 		if err := store.DeliveryPendingPromoteHeads(ctx, pool, endpoints, keys); err != nil {
-			return res, fmt.Errorf("requeue: make the requeued deliveries due: %w", err)
+			// Requeued all the same: res says which. Only a requeue that
+			// raced its key's last row may wait for a later event of its key.
+			return res, fmt.Errorf("requeue: requeued %d, but making them due failed: %w", len(done), err)
 		}
 	}
 	return res, nil
