@@ -101,29 +101,10 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 		s.log.Warn("delivery: prepare a delivery; it waits", "seq", it.seq, "err", err, "retry_in", s.m.t.prepare)
 		return later, s.m.t.prepare
 	}
-	if s.e.Ordered && s.deadKey(it.key) {
-		pending, more, err := store.DeliveryDeadLetterPass(ctx, pool, name, it.key, it.seq)
-		if err != nil {
-			s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
-			return later, s.m.t.prepare
-		}
-		if pending {
-			s.markPG(it.key)
-			return waitKey, 0
-		}
-		if !more {
-			// Kept while the key has a dead letter at or after this event
-			// (a replay sends an earlier event again): the next later
-			// event must pass it.
-			s.mu.Lock()
-			delete(s.deadKeys, it.key)
-			s.mu.Unlock()
-		}
-	}
 	n := it.attempts + 1
-	res, ok := s.attempt(ctx, it, pl, n)
+	res, ok, out, d := s.attempt(ctx, it, pl, n)
 	if !ok {
-		return notStarted, 0
+		return out, d
 	}
 	s.noteResult(res)
 	switch {
@@ -173,29 +154,47 @@ func (s *Sender) payloadOf(ctx context.Context, it *item) (payload, error) {
 }
 
 // attempt posts pl once as attempt n and records it. ok is false when no
-// request was sent (the sender is stopping, the lease or the pin is gone,
-// the endpoint was disabled) or a test dropped the answer.
-func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (result, bool) {
+// request was sent, and out and d say what becomes of it: notStarted
+// (the sender is stopping, the lease or the pin is gone, the endpoint was
+// disabled, or a test dropped the answer), later (its key's dead letters
+// could not be marked passed) or waitKey (a requeue of its key goes
+// first).
+func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (res result, ok bool, out outcome, d time.Duration) {
 	if s.limiter != nil {
 		if err := s.limiter.Wait(ctx); err != nil {
-			return result{}, false
+			return result{}, false, notStarted, 0
 		}
 	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return result{}, false
+		return result{}, false, notStarted, 0
 	}
 	defer func() { <-s.slots }()
+	if h := s.m.hooks.mayStart; h != nil && !h(it.eventID) {
+		return result{}, false, notStarted, 0
+	}
 	s.mu.Lock()
-	ok := s.mayStartLocked(ctx, it)
+	ok = s.mayStartLocked(ctx, it)
+	s.mu.Unlock()
+	if !ok {
+		return result{}, false, notStarted, 0
+	}
+	// Only now, the attempt about to start, are the key's earlier dead
+	// letters passed (still before the send: a requeue racing it either
+	// lands first, and the event waits behind it, or is refused).
+	if out, d := s.passDeadLetters(ctx, it); out != settled {
+		return result{}, false, out, d
+	}
+	s.mu.Lock()
+	ok = s.mayStartLocked(ctx, it)
 	m := it.msg
 	if ok {
 		it.inflight = true
 	}
 	s.mu.Unlock()
 	if !ok {
-		return result{}, false
+		return result{}, false, notStarted, 0
 	}
 	if m != nil {
 		// The attempt really starts: its whole ack wait is ahead of it.
@@ -205,20 +204,48 @@ func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (resu
 	// answer is recorded and the delivery settled.
 	actx := s.m.tracer.TraceAttemptStart(s.m.hard, TraceAttemptStartData{Endpoint: s.e.Name, EventID: pl.id,
 		Subject: it.subject, StreamSeq: it.seq, Attempt: n, Header: pl.header})
-	res := post(actx, &s.e, s.client, s.m.opts.Sign, pl)
+	res = post(actx, &s.e, s.client, s.m.opts.Sign, pl)
 	s.m.tracer.TraceAttemptEnd(actx, TraceAttemptEndData{Endpoint: s.e.Name, EventID: pl.id, Attempt: n,
 		Status: res.status, Class: StatusClass(res.status, res.class), Success: res.success(), Duration: res.duration})
 	if res.class == classCanceled {
-		return res, false // the process is being killed
+		return res, false, notStarted, 0 // the process is being killed
 	}
 	if h := s.m.hooks.afterSend; h != nil && h(pl.id, res.status) {
-		return res, false
+		return res, false, notStarted, 0
 	}
 	s.m.rec.add(store.DeliveryAttempt{
 		Endpoint: s.e.Name, EventID: pl.id, Subject: it.subject, StreamSeq: it.seq, Attempt: n,
 		StatusCode: res.status, ErrorClass: res.class, Excerpt: res.excerpt, Duration: res.duration,
 	})
-	return res, true
+	return res, true, settled, 0
+}
+
+// passDeadLetters marks the dead letters of it's key before it passed,
+// on an ordered endpoint whose key has an unpassed one, as it is about
+// to be sent. settled: go on and send it; later: the mark could not be
+// written; waitKey: a requeue of the key goes first.
+func (s *Sender) passDeadLetters(ctx context.Context, it *item) (outcome, time.Duration) {
+	if !s.e.Ordered || !s.deadKey(it.key) {
+		return settled, 0
+	}
+	pending, more, err := store.DeliveryDeadLetterPass(ctx, s.m.opts.Pool, s.e.Name, it.key, it.seq)
+	if err != nil {
+		s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
+		return later, s.m.t.prepare
+	}
+	if pending {
+		s.markPG(it.key)
+		return waitKey, 0
+	}
+	if !more {
+		// Kept while the key has a dead letter at or after this event
+		// (a replay sends an earlier event again): the next later event
+		// must pass it.
+		s.mu.Lock()
+		delete(s.deadKeys, it.key)
+		s.mu.Unlock()
+	}
+	return settled, 0
 }
 
 // succeeded settles a delivered event: a live one is acked, a row in

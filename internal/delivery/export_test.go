@@ -51,3 +51,8 @@ func Assign(members []string, self string, endpoints []string) []string {
 // committed and before its message is terminated; f returning true drops
 // the delivery there, as a crash of the process would.
 func SetAfterDeadLetter(o *Options, f func(eventID string) bool) { o.hooks.afterDeadLetter = f }
+
+// SetMayStart makes the senders call f when an attempt is about to start
+// (its slot and the rate limiter let it go); false stops it there, as a
+// lapsed lease would: nothing is sent.
+func SetMayStart(o *Options, f func(eventID string) bool) { o.hooks.mayStart = f }

@@ -287,3 +287,50 @@ func TestDeadLetterCommittedBeforeTermIsNotSentAgain(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", n)
 	}
 }
+
+// A key's dead letter is passed only by a later event that is really
+// sent: one whose attempt could not start (its lease lapsed, say) passes
+// nothing, so the dead letter may still be requeued in order.
+func TestDeadLetterPassedOnlyBySentEvent(t *testing.T) {
+	t.Parallel()
+	o, rc := newOrigin(t), newReceiver(t)
+	ctx := context.Background()
+	e := endpoint("partner", rc.url)
+	e.Ordered = true
+	const subject, key = "events.orders.a", "s:events.orders.a"
+	// a1's dead letter, before any event of the test (the warm-up is
+	// sequence 1).
+	b := &pgx.Batch{}
+	store.QueueDeliveryDeadLetterInsert(b, store.DeliveryDeadLetter{Endpoint: e.Name, EventID: "evt-a-0", Subject: subject,
+		StreamSeq: 1, Attempts: 1, LastStatus: 502, LastErrorClass: "status", Payload: []byte(`{}`), OrderingKey: key})
+	if err := o.db.Pool.SendBatch(ctx, b).Close(); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	second, release := make(chan struct{}), make(chan struct{})
+	o.instance(t, "", func(opts *delivery.Options) {
+		delivery.SetMayStart(opts, func(string) bool {
+			switch calls.Add(1) {
+			case 1:
+				return false // the first attempt cannot start
+			case 2:
+				close(second)
+				<-release
+			}
+			return true
+		})
+	}, e)
+	o.enqueue(t, event{"order.paid", "a", 1})
+	select {
+	case <-second:
+	case <-time.After(time.Minute):
+		t.Fatal("no second start within a minute")
+	}
+	passed := o.db.Count(t, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE passed_at IS NOT NULL")
+	close(release)
+	if passed != 0 {
+		t.Fatal("the dead letter was passed by an attempt that did not start")
+	}
+	eventually(t, "a1 stored", func() bool { return rc.stored(t) == 1 })
+	o.db.AwaitCount(t, 1, "SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE passed_at IS NOT NULL")
+}

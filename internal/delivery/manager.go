@@ -107,6 +107,10 @@ type testHooks struct {
 	// is recorded or acked; true drops the delivery there, as a crash
 	// would.
 	afterSend func(eventID string, status int) bool
+	// mayStart runs when an attempt is about to start, once its slot
+	// and the rate limiter let it go; false stops it there, as a lease
+	// that lapsed would (nothing is sent).
+	mayStart func(eventID string) bool
 	// afterDeadLetter runs after a dead letter is committed and before
 	// its message is terminated; true drops the delivery there, as a
 	// crash would.
