@@ -205,7 +205,10 @@ func TestRequeueRacingEndOfKeyIsDelivered(t *testing.T) {
 		res, err := delivery.Requeue(ctx, o.db.Pool, delivery.RequeueOptions{Filter: store.DeliveryDeadLetterFilter{IDs: []int64{dl}}})
 		done <- requeued{res, err}
 	}()
-	o.db.AwaitCount(t, 1, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+	// The requeue's statement waits for the dead letter's lock (its
+	// snapshot, which holds the key's row, is taken).
+	o.db.AwaitCount(t, 1, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' "+
+		"AND query LIKE '%UPDATE hookbridge.delivery_dead_letters%requeued%'")
 	if _, err := store.DeliveryPendingDone(ctx, o.db.Pool, e.Name, 1001, key); err != nil {
 		t.Fatal(err)
 	}
