@@ -71,6 +71,23 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 			}
 			return settled, 0
 		}
+		// Or its schedule ended in a dead letter whose Term was lost (the
+		// dead letter is committed first, so a crash between the two
+		// redelivers the message rather than losing the dead letter):
+		// terminated again, not sent.
+		dead, err := store.DeliveryDeadLetterExists(ctx, pool, name, it.seq, it.eventID)
+		if err != nil {
+			s.log.Warn("delivery: read a redelivered event's state; it waits", "seq", it.seq, "err", err)
+			return later, s.m.t.prepare
+		}
+		if dead {
+			if m := s.release(it); m != nil {
+				if err := m.TermWithReason("delivery schedule spent"); err != nil {
+					s.log.Warn("delivery: term", "err", err)
+				}
+			}
+			return settled, 0
+		}
 	}
 	pl, err := s.payloadOf(ctx, it)
 	if errors.Is(err, errGone) {
@@ -84,24 +101,10 @@ func (s *Sender) deliver(ctx context.Context, it *item) (outcome, time.Duration)
 		s.log.Warn("delivery: prepare a delivery; it waits", "seq", it.seq, "err", err, "retry_in", s.m.t.prepare)
 		return later, s.m.t.prepare
 	}
-	if s.e.Ordered && s.deadKey(it.key) {
-		pending, err := store.DeliveryDeadLetterPass(ctx, pool, name, it.key, it.seq)
-		if err != nil {
-			s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
-			return later, s.m.t.prepare
-		}
-		if pending {
-			s.markPG(it.key)
-			return waitKey, 0
-		}
-		s.mu.Lock()
-		delete(s.deadKeys, it.key)
-		s.mu.Unlock()
-	}
 	n := it.attempts + 1
-	res, ok := s.attempt(ctx, it, pl, n)
+	res, ok, out, d := s.attempt(ctx, it, pl, n)
 	if !ok {
-		return notStarted, 0
+		return out, d
 	}
 	s.noteResult(res)
 	switch {
@@ -151,29 +154,47 @@ func (s *Sender) payloadOf(ctx context.Context, it *item) (payload, error) {
 }
 
 // attempt posts pl once as attempt n and records it. ok is false when no
-// request was sent (the sender is stopping, the lease or the pin is gone,
-// the endpoint was disabled) or a test dropped the answer.
-func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (result, bool) {
+// request was sent, and out and d say what becomes of it: notStarted
+// (the sender is stopping, the lease or the pin is gone, the endpoint was
+// disabled, or a test dropped the answer), later (its key's dead letters
+// could not be marked passed) or waitKey (a requeue of its key goes
+// first).
+func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (res result, ok bool, out outcome, d time.Duration) {
 	if s.limiter != nil {
 		if err := s.limiter.Wait(ctx); err != nil {
-			return result{}, false
+			return result{}, false, notStarted, 0
 		}
 	}
 	select {
 	case s.slots <- struct{}{}:
 	case <-ctx.Done():
-		return result{}, false
+		return result{}, false, notStarted, 0
 	}
 	defer func() { <-s.slots }()
+	if h := s.m.hooks.mayStart; h != nil && !h(it.eventID) {
+		return result{}, false, notStarted, 0
+	}
 	s.mu.Lock()
-	ok := s.mayStartLocked(ctx, it)
+	ok = s.mayStartLocked(ctx, it)
+	s.mu.Unlock()
+	if !ok {
+		return result{}, false, notStarted, 0
+	}
+	// Only now, the attempt about to start, are the key's earlier dead
+	// letters passed (still before the send: a requeue racing it either
+	// lands first, and the event waits behind it, or is refused).
+	if out, d := s.passDeadLetters(ctx, it); out != settled {
+		return result{}, false, out, d
+	}
+	s.mu.Lock()
+	ok = s.mayStartLocked(ctx, it)
 	m := it.msg
 	if ok {
 		it.inflight = true
 	}
 	s.mu.Unlock()
 	if !ok {
-		return result{}, false
+		return result{}, false, notStarted, 0
 	}
 	if m != nil {
 		// The attempt really starts: its whole ack wait is ahead of it.
@@ -183,20 +204,48 @@ func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (resu
 	// answer is recorded and the delivery settled.
 	actx := s.m.tracer.TraceAttemptStart(s.m.hard, TraceAttemptStartData{Endpoint: s.e.Name, EventID: pl.id,
 		Subject: it.subject, StreamSeq: it.seq, Attempt: n, Header: pl.header})
-	res := post(actx, &s.e, s.client, s.m.opts.Sign, pl)
+	res = post(actx, &s.e, s.client, s.m.opts.Sign, pl)
 	s.m.tracer.TraceAttemptEnd(actx, TraceAttemptEndData{Endpoint: s.e.Name, EventID: pl.id, Attempt: n,
 		Status: res.status, Class: StatusClass(res.status, res.class), Success: res.success(), Duration: res.duration})
 	if res.class == classCanceled {
-		return res, false // the process is being killed
+		return res, false, notStarted, 0 // the process is being killed
 	}
 	if h := s.m.hooks.afterSend; h != nil && h(pl.id, res.status) {
-		return res, false
+		return res, false, notStarted, 0
 	}
 	s.m.rec.add(store.DeliveryAttempt{
 		Endpoint: s.e.Name, EventID: pl.id, Subject: it.subject, StreamSeq: it.seq, Attempt: n,
 		StatusCode: res.status, ErrorClass: res.class, Excerpt: res.excerpt, Duration: res.duration,
 	})
-	return res, true
+	return res, true, settled, 0
+}
+
+// passDeadLetters marks the dead letters of it's key before it passed,
+// on an ordered endpoint whose key has an unpassed one, as it is about
+// to be sent. settled: go on and send it; later: the mark could not be
+// written; waitKey: a requeue of the key goes first.
+func (s *Sender) passDeadLetters(ctx context.Context, it *item) (outcome, time.Duration) {
+	if !s.e.Ordered || !s.deadKey(it.key) {
+		return settled, 0
+	}
+	pending, more, err := store.DeliveryDeadLetterPass(ctx, s.m.opts.Pool, s.e.Name, it.key, it.seq)
+	if err != nil {
+		s.log.Warn("delivery: mark a dead letter passed; the event waits", "seq", it.seq, "err", err)
+		return later, s.m.t.prepare
+	}
+	if pending {
+		s.markPG(it.key)
+		return waitKey, 0
+	}
+	if !more {
+		// Kept while the key has a dead letter at or after this event
+		// (a replay sends an earlier event again): the next later event
+		// must pass it.
+		s.mu.Lock()
+		delete(s.deadKeys, it.key)
+		s.mu.Unlock()
+	}
+	return settled, 0
 }
 
 // succeeded settles a delivered event: a live one is acked, a row in
@@ -303,6 +352,9 @@ func (s *Sender) deadLetter(ctx context.Context, it *item, f failure) (outcome, 
 	if !held {
 		return notStarted, 0
 	}
+	if h := s.m.hooks.afterDeadLetter; h != nil && h(it.eventID) {
+		return settled, 0
+	}
 	s.log.Warn("delivery dead-lettered", "event_id", it.eventID, "attempts", n, "last_status", res.status, "error_class", res.class)
 	s.m.tracer.TraceDeadLetter(ctx, TraceDeadLetterData{Endpoint: s.e.Name, EventID: it.eventID, Attempts: n,
 		LastStatus: res.status, LastClass: StatusClass(res.status, res.class)})
@@ -354,15 +406,25 @@ func (s *Sender) noteResult(res result) {
 		s.m.tracer.TraceEndpointState(ctx, TraceEndpointStateData{Endpoint: s.e.Name, State: StateFailing})
 	}
 	s.mu.Unlock()
+	// The database's clock follows the answers in the order they are
+	// noted here, and a clear that failed is tried again at the next
+	// success: an old failure never outlives a recovery.
+	s.clockMu.Lock()
+	defer s.clockMu.Unlock()
 	if res.success() {
-		if wasFailing {
-			// Once per recovery, not per success.
-			if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name); err != nil {
-				s.log.Warn("delivery: record the endpoint's recovery", "err", err)
-			}
+		if !s.clockSet {
+			return // once per recovery, not per success
 		}
+		if err := store.DeliveryEndpointRecover(ctx, s.m.opts.Pool, s.e.Name); err != nil {
+			s.log.Warn("delivery: record the endpoint's recovery; the next success tries again", "err", err)
+			return
+		}
+		s.clockSet = false
 		return
 	}
+	// Set before the write: a write whose answer was lost may have
+	// started the clock.
+	s.clockSet = true
 	since, failingFor, err := store.DeliveryEndpointFail(ctx, s.m.opts.Pool, s.e.Name)
 	if err != nil {
 		s.log.Warn("delivery: record the endpoint's failure", "err", err)

@@ -82,6 +82,12 @@ type Endpoint struct {
 	DisableAfter time.Duration
 }
 
+// DisplayURL is the endpoint's URL as status, logs and the console show
+// it: scheme and host only. Its path may carry a token (many webhook URLs
+// are secret by their path) and its query too, so both are cut ("/…"
+// stands for a path).
+func (e Endpoint) DisplayURL() string { return redactURL(e.URL) }
+
 // WithDefaults returns e with zero fields set to their defaults.
 func (e Endpoint) WithDefaults() Endpoint {
 	if e.Timeout <= 0 {

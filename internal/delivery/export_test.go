@@ -46,3 +46,13 @@ func Assign(members []string, self string, endpoints []string) []string {
 	}
 	return assign(ms, self, endpoints)
 }
+
+// SetAfterDeadLetter makes the senders call f after a dead letter is
+// committed and before its message is terminated; f returning true drops
+// the delivery there, as a crash of the process would.
+func SetAfterDeadLetter(o *Options, f func(eventID string) bool) { o.hooks.afterDeadLetter = f }
+
+// SetMayStart makes the senders call f when an attempt is about to start
+// (its slot and the rate limiter let it go); false stops it there, as a
+// lapsed lease would: nothing is sent.
+func SetMayStart(o *Options, f func(eventID string) bool) { o.hooks.mayStart = f }

@@ -99,7 +99,7 @@ func (s *Sender) runKey(ctx context.Context, key string) {
 // soon; stop says the worker is done (the key is left to the Postgres
 // loop, or the sender stops).
 func (s *Sender) keyHead(ctx context.Context, key string, gen uint64) (stop bool) {
-	row, ok, err := store.DeliveryPendingHead(ctx, s.m.opts.Pool, s.e.Name, key)
+	row, dueIn, ok, err := store.DeliveryPendingHead(ctx, s.m.opts.Pool, s.e.Name, key)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("delivery: read a key's next event; retrying", "err", err, "retry_in", s.m.t.prepare)
@@ -119,10 +119,12 @@ func (s *Sender) keyHead(ctx context.Context, key string, gen uint64) (stop bool
 		return false
 	}
 	// A row parked behind one that went is the key's first now: due.
+	// The wait is the database's: it wrote the row's time with its own
+	// clock, which this instance's may not match.
 	if row.NextAttemptAt != nil {
-		if wait := time.Until(*row.NextAttemptAt); wait > keyNap {
+		if dueIn > keyNap {
 			return s.keyDone(key, false)
-		} else if !sleep(ctx, wait) {
+		} else if !sleep(ctx, dueIn) {
 			s.keyDone(key, true)
 			return true
 		}

@@ -107,6 +107,17 @@ type testHooks struct {
 	// is recorded or acked; true drops the delivery there, as a crash
 	// would.
 	afterSend func(eventID string, status int) bool
+	// mayStart runs when an attempt is about to start, once its slot
+	// and the rate limiter let it go; false stops it there, as a lease
+	// that lapsed would (nothing is sent).
+	mayStart func(eventID string) bool
+	// afterDeadLetter runs after a dead letter is committed and before
+	// its message is terminated; true drops the delivery there, as a
+	// crash would.
+	afterDeadLetter func(eventID string) bool
+	// gateInfo runs in a takeover gate's look just before it asks
+	// JetStream how many messages are unacked.
+	gateInfo func()
 }
 
 // Manager runs the delivery role of one instance: the senders of the

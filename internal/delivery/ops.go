@@ -81,8 +81,8 @@ func pauseDurable(ctx context.Context, js jetstream.JetStream, name string) erro
 // of one endpoint.
 type EndpointStatus struct {
 	Name string `json:"name"`
-	// URL is the endpoint's address without its query (which may carry a
-	// token).
+	// URL is the endpoint's address as [Endpoint.DisplayURL] shows it:
+	// scheme and host (its path and query may carry a token).
 	URL         string   `json:"url"`
 	Subjects    []string `json:"subjects"`
 	Ordered     bool     `json:"ordered"`
@@ -132,7 +132,7 @@ func Status(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, end
 	out := make([]EndpointStatus, 0, len(endpoints))
 	for _, e := range endpoints {
 		e = e.WithDefaults()
-		st := EndpointStatus{Name: e.Name, URL: redactURL(e.URL), Subjects: e.Subjects, Ordered: e.Ordered, Rate: e.Rate,
+		st := EndpointStatus{Name: e.Name, URL: e.DisplayURL(), Subjects: e.Subjects, Ordered: e.Ordered, Rate: e.Rate,
 			Concurrency: e.Concurrency, State: StateEnabled}
 		for _, r := range rows {
 			if r.Name != e.Name {
@@ -180,15 +180,18 @@ func Status(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, end
 	return out, nil
 }
 
-// redactURL keeps an endpoint URL's scheme, host and path: its query may
-// carry a token.
+// redactURL keeps an endpoint URL's scheme and host: its path and its
+// query may carry a token. A path is shown as "/…".
 func redactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
-	u.RawQuery, u.Fragment, u.User = "", "", nil
-	return u.String()
+	out := &url.URL{Scheme: u.Scheme, Host: u.Host}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		return out.String() + "/…"
+	}
+	return out.String() + u.Path
 }
 
 // Orphans returns the durables on EVENTS of endpoints not in configured
@@ -276,6 +279,21 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, o RequeueOptions) (Requeue
 		return RequeueResult{}, fmt.Errorf("requeue: %w", err)
 	}
 	res.Done, res.Raced = done, missing(ids, done)
+	// A requeue queued behind its key's last row as that row ended is
+	// made due now (the row's end could not see it).
+	var endpoints, keys []string
+	for _, d := range dls {
+		if d.OrderingKey != "" && slices.Contains(done, d.ID) {
+			endpoints, keys = append(endpoints, d.Endpoint), append(keys, d.OrderingKey)
+		}
+	}
+	if len(keys) > 0 {
+		if err := store.DeliveryPendingPromoteHeads(ctx, pool, endpoints, keys); err != nil {
+			// Requeued all the same: res says which. Only a requeue that
+			// raced its key's last row may wait for a later event of its key.
+			return res, fmt.Errorf("requeue: requeued %d, but making them due failed: %w", len(done), err)
+		}
+	}
 	return res, nil
 }
 

@@ -261,10 +261,13 @@ func (s *Sender) dispatchLocked(ctx context.Context, work *conc.WaitGroup, it *i
 // on its way to this reader, every message read is counted in held).
 func (s *Sender) look(ctx context.Context, work *conc.WaitGroup) {
 	s.mu.Lock()
-	gated, here := s.gated, len(s.held)
+	gated := s.gated
 	s.mu.Unlock()
 	if !gated {
 		return
+	}
+	if h := s.m.hooks.gateInfo; h != nil {
+		h()
 	}
 	info, err := s.cons.Info(ctx)
 	if err != nil {
@@ -272,6 +275,11 @@ func (s *Sender) look(ctx context.Context, work *conc.WaitGroup) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What is held is counted after JetStream answered, never before: a
+	// delivery settled meanwhile leaves held before JetStream's count
+	// (release), so the count here is never above what JetStream counted
+	// of it, and a message held elsewhere always keeps the gate shut.
+	here := len(s.held)
 	if info.NumAckPending > here {
 		if !s.gateLog && time.Since(s.gateSince) > 2*time.Second {
 			s.gateLog = true

@@ -91,6 +91,17 @@ func Replay(ctx context.Context, pool *pgxpool.Pool, js jetstream.JetStream, e E
 			return res, fmt.Errorf("replay to %s: queue: %w", e.Name, err)
 		}
 		res.Queued += n
+		if e.Ordered {
+			// A replay queued behind its key's last row as that row ended
+			// is made due now (the row's end could not see it).
+			endpoints, keys := make([]string, 0, len(chunk)), make([]string, 0, len(chunk))
+			for _, r := range chunk {
+				endpoints, keys = append(endpoints, e.Name), append(keys, r.OrderingKey)
+			}
+			if err := store.DeliveryPendingPromoteHeads(ctx, pool, endpoints, keys); err != nil {
+				return res, fmt.Errorf("replay to %s: make the replayed deliveries due: %w", e.Name, err)
+			}
+		}
 	}
 	res.AlreadyPending = res.Matched - res.Queued
 	return res, nil

@@ -163,6 +163,14 @@ type Sender struct {
 	failing   bool      // the endpoint's failing clock runs
 	disabled  bool
 	stopping  bool
+
+	// clockMu orders the writes of the endpoint's failing clock, so a
+	// failure's write never lands after a later success's clear;
+	// clockSet says the database's clock may run (this sender started
+	// it, found it running, or could not stop it): a success clears it
+	// until a clear succeeds.
+	clockMu  sync.Mutex
+	clockSet bool
 }
 
 func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
@@ -176,6 +184,11 @@ func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
 		// A burst of one: the partner's limit is a rate, not a bucket we
 		// may empty at once after a quiet minute.
 		s.limiter = rate.NewLimiter(rate.Limit(e.Rate), 1)
+		// Empty at the start: the previous reader (another instance, or
+		// this one before a restart) may have sent a moment ago, and the
+		// limit holds across a handover only if the first request here
+		// waits one interval of the rate.
+		s.limiter.AllowN(time.Now(), 1)
 		s.rateAhead = max(1, int(e.Rate*s.ackWait.Seconds()/2))
 	}
 	return s
@@ -307,6 +320,9 @@ func (s *Sender) loadOnce(ctx context.Context) error {
 	for _, r := range rows {
 		if r.Name == name {
 			s.failing = r.FailingSince != nil
+			s.clockMu.Lock()
+			s.clockSet = s.failing
+			s.clockMu.Unlock()
 		}
 	}
 	return nil

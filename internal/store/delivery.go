@@ -22,6 +22,7 @@ var (
 	sqlDeliveryDeadLetterKeys        = load("delivery_dead_letter_keys.sql")
 	sqlDeliveryDeadLetterCount       = load("delivery_dead_letter_count.sql")
 	sqlDeliveryDeadLetterRedelivered = load("delivery_dead_letter_redelivered.sql")
+	sqlDeliveryDeadLetterExists      = load("delivery_dead_letter_exists.sql")
 )
 
 // DeliveryAttempt is one row of hookbridge.delivery_attempts: one HTTP
@@ -228,17 +229,12 @@ func DeliveryDeadLetterDiscard(ctx context.Context, q Querier, ids []int64) ([]i
 // DeliveryDeadLetterPass marks the dead letters of key on endpoint
 // before seq passed, as the event at seq is about to be sent, and reports
 // whether one of them is requeued and not delivered yet (the event must
-// then wait behind it).
-func DeliveryDeadLetterPass(ctx context.Context, q Querier, endpoint, key string, seq uint64) (requeuePending bool, err error) {
-	rows, err := q.Query(ctx, sqlDeliveryDeadLetterPass, endpoint, key, int64(seq))
-	if err != nil {
-		return false, err
-	}
-	pending, err := pgx.CollectRows(rows, pgx.RowTo[bool])
-	for _, p := range pending {
-		requeuePending = requeuePending || p
-	}
-	return requeuePending, err
+// then wait behind it), and whether the key keeps an unpassed dead letter
+// at or after seq (a replayed event can come before its key's dead
+// letter: a later event still has to pass it).
+func DeliveryDeadLetterPass(ctx context.Context, q Querier, endpoint, key string, seq uint64) (requeuePending, more bool, err error) {
+	err = q.QueryRow(ctx, sqlDeliveryDeadLetterPass, endpoint, key, int64(seq)).Scan(&requeuePending, &more)
+	return requeuePending, more, err
 }
 
 // DeliveryDeadLetterKeys returns the keys of endpoint with a dead letter
@@ -277,4 +273,13 @@ func DeliveryDeadLetterCount(ctx context.Context, q Querier) ([]DeliveryDeadLett
 		err := r.Scan(&c.Endpoint, &c.Count, &c.Oldest)
 		return c, err
 	})
+}
+
+// DeliveryDeadLetterExists reports whether endpoint has a dead letter of
+// event eventID at stream sequence seq, resolved or not: the live
+// delivery of that message ended there.
+func DeliveryDeadLetterExists(ctx context.Context, q Querier, endpoint string, seq uint64, eventID string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, sqlDeliveryDeadLetterExists, endpoint, int64(seq), eventID).Scan(&ok)
+	return ok, err
 }

@@ -36,6 +36,7 @@ var (
 	sqlDeliveryPendingCount        = load("delivery_pending_count.sql")
 	sqlDeliveryPendingListForEvent = load("delivery_pending_list_for_event.sql")
 	sqlDeliveryPendingUnpark       = load("delivery_pending_unpark.sql")
+	sqlDeliveryPendingPromoteHeads = load("delivery_pending_promote_heads.sql")
 )
 
 // Endpoint states.
@@ -270,10 +271,23 @@ func DeliveryPendingNextDue(ctx context.Context, q Querier, endpoint string) (d 
 	return time.Duration(*ms) * time.Millisecond, true, nil
 }
 
-// DeliveryPendingHead returns the first delivery of key on endpoint; ok
-// is false when the key has none.
-func DeliveryPendingHead(ctx context.Context, q Querier, endpoint, key string) (p DeliveryPending, ok bool, err error) {
-	return scanPendingRow(q.QueryRow(ctx, sqlDeliveryPendingHead, endpoint, key), endpoint)
+// DeliveryPendingHead returns the first delivery of key on endpoint and
+// how long until it is due, by the database's clock (which wrote its
+// time: an instance's clock may differ); ok is false when the key has
+// none.
+func DeliveryPendingHead(ctx context.Context, q Querier, endpoint, key string) (p DeliveryPending, dueIn time.Duration, ok bool, err error) {
+	p = DeliveryPending{Endpoint: endpoint}
+	var seq, ms int64
+	err = q.QueryRow(ctx, sqlDeliveryPendingHead, endpoint, key).Scan(&seq, &p.EventID, &p.Subject, &p.OrderingKey,
+		&p.Attempts, &p.NextAttemptAt, &p.Origin, &p.DeadLetterID, &ms)
+	if err == pgx.ErrNoRows {
+		return DeliveryPending{}, 0, false, nil
+	}
+	if err != nil {
+		return DeliveryPending{}, 0, false, err
+	}
+	p.StreamSeq = uint64(seq)
+	return p, time.Duration(ms) * time.Millisecond, true, nil
 }
 
 // DeliveryPendingGet returns endpoint's delivery of stream sequence seq;
@@ -361,4 +375,18 @@ func DeliveryPendingListForEvent(ctx context.Context, q Querier, eventID string)
 func DeliveryPendingUnpark(ctx context.Context, q Querier, endpoint string) error {
 	_, err := q.Exec(ctx, sqlDeliveryPendingUnpark, endpoint)
 	return err
+}
+
+// DeliveryPendingPromoteHeads makes due the first row of each key
+// (keys[i] of endpoints[i]) that waits with no row of its key before it,
+// and wakes the endpoints' owners. A requeue or a replay calls it after
+// its rows are committed: its statement may have put a row behind one
+// that ended meanwhile, whose end did not see it to make it due.
+func DeliveryPendingPromoteHeads(ctx context.Context, q Querier, endpoints, keys []string) error {
+	rows, err := q.Query(ctx, sqlDeliveryPendingPromoteHeads, endpoints, keys)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
 }

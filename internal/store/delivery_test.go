@@ -93,9 +93,9 @@ func TestDeliveryPendingKeyOrder(t *testing.T) {
 	if err != nil || !more {
 		t.Fatalf("done k3: more %v %v", more, err)
 	}
-	head, ok, err := store.DeliveryPendingHead(ctx, db.Pool, "e", "k")
-	if err != nil || !ok || head.StreamSeq != 5 || head.NextAttemptAt == nil {
-		t.Fatalf("k's head %+v %v %v, want 5, due", head, ok, err)
+	head, dueIn, ok, err := store.DeliveryPendingHead(ctx, db.Pool, "e", "k")
+	if err != nil || !ok || head.StreamSeq != 5 || head.NextAttemptAt == nil || dueIn != 0 {
+		t.Fatalf("k's head %+v (due in %s) %v %v, want 5, due", head, dueIn, ok, err)
 	}
 	// A row parked behind k5 waits.
 	if _, _, err := store.DeliveryPendingPark(ctx, db.Pool, "e", "a", []store.DeliveryPending{{StreamSeq: 8, EventID: "k8", Subject: "s", OrderingKey: "k"}}); err != nil {
@@ -145,8 +145,8 @@ func TestDeliveryDeadLetterRequeueOnce(t *testing.T) {
 		t.Fatalf("body %q %v %v %v", body, hdr, ok, err)
 	}
 	// A later event of k passes its dead letter.
-	if pending, err := store.DeliveryDeadLetterPass(ctx, db.Pool, "e", "k", 20); err != nil || pending {
-		t.Fatalf("pass: %v %v", pending, err)
+	if pending, more, err := store.DeliveryDeadLetterPass(ctx, db.Pool, "e", "k", 20); err != nil || pending || more {
+		t.Fatalf("pass: pending %v, more %v, %v", pending, more, err)
 	}
 	got, err := store.DeliveryDeadLetterRequeue(ctx, db.Pool, ids, false)
 	if err != nil || !slices.Equal(got, ids[:1]) {
