@@ -66,10 +66,11 @@ type Server struct {
 	// guardInterval is how often the storage guard looks (0: every 5s).
 	guardInterval time.Duration
 	// storeMax is the JetStream storage the server gives this deployment
-	// (0: not known), hooksBound the byte bound HOOKS got (-1: none); both
-	// are set by ensureStreams.
-	storeMax   int64
-	hooksBound int64
+	// (0: not known), hooksBound and eventsBound the byte bounds HOOKS and
+	// EVENTS got (-1: none); all are set by ensureStreams.
+	storeMax    int64
+	hooksBound  int64
+	eventsBound int64
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -180,6 +181,7 @@ func (s *Server) streamOptions() stream.Options {
 		MaxBytes:        s.cfg.Streams.MaxBytes,
 		StoreMax:        s.storeMax,
 		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
+		Delivery:        len(s.cfg.Delivery.Endpoints) > 0,
 	}
 }
 
@@ -389,7 +391,7 @@ func (s *Server) runRoles(ctx context.Context, l listeners, guard *storeGuard, n
 	}
 	addr := l.http.Addr().String()
 	s.log.Info("hookbridge started", "addr", addr, "roles", s.roleList(), "nats", s.natsDescription(),
-		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge())
+		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge(), "events_max_bytes", s.eventsBound)
 	if ready != nil {
 		ready(addr)
 	}
@@ -453,12 +455,15 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 			s.hooksBound = bound
 			return err
 		})
-		for _, cfg := range []jetstream.StreamConfig{stream.ConflictsConfig(o), stream.EventsConfig(o)} {
-			p.Go(func() error {
-				_, err := stream.Ensure(actx, s.js, cfg)
-				return err
-			})
-		}
+		p.Go(func() error {
+			_, err := stream.Ensure(actx, s.js, stream.ConflictsConfig(o))
+			return err
+		})
+		p.Go(func() error {
+			_, bound, err := stream.EnsureEvents(actx, s.js, o)
+			s.eventsBound = bound
+			return err
+		})
 		err := p.Wait()
 		var apiErr *jetstream.APIError
 		// "No suitable peers for placement" is a 400 too, but on a cluster
