@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/internal/admin/console"
+	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/relay"
@@ -281,6 +282,16 @@ func (s *Server) newStoreGuard() *storeGuard {
 		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
+	}
+	if eps := s.cfg.Delivery.Endpoints; len(eps) > 0 {
+		e := &eventsGuard{maxBytes: s.eventsBound}
+		for _, c := range eps {
+			e.durables = append(e.durables, delivery.ConsumerName(c.Name))
+		}
+		if s.pool != nil {
+			e.pending = func(ctx context.Context) (uint64, bool, error) { return delivery.EventsFloor(ctx, s.pool) }
+		}
+		guard.events = e
 	}
 	return guard
 }

@@ -70,6 +70,10 @@ type storeGuard struct {
 	// removeSelftest: serve runs without the self-test, whose durable
 	// then goes (selftest.RemoveDurable).
 	removeSelftest bool
+	// events, when delivery endpoints are configured, trims EVENTS of what
+	// every endpoint has received (eventstrim.go); nil: EVENTS is left as
+	// it is.
+	events *eventsGuard
 
 	floors    durables.FloorCache
 	hooksFull atomic.Pointer[error]
@@ -98,7 +102,8 @@ func (g *storeGuard) run(ctx context.Context) error {
 }
 
 // check looks at both streams once and trims HOOKS of what no consumer
-// needs when that is due.
+// needs, and EVENTS of what every endpoint has received, when that is
+// due.
 func (g *storeGuard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -134,7 +139,20 @@ func (g *storeGuard) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
-	g.record(&g.eventsFull, events.CachedInfo(), stream.AtLimit(events.CachedInfo()), false)
+	einfo := events.CachedInfo() // read before the consumers, as HOOKS's
+	if g.events != nil {
+		trimmed, err := g.trimEvents(ctx, events, einfo)
+		if err != nil {
+			return err
+		}
+		if trimmed > 0 {
+			if einfo, err = events.Info(ctx); err != nil {
+				return fmt.Errorf("stream %s: %w", stream.Events, err)
+			}
+		}
+		g.lowerTo(ctx, einfo, g.events.maxBytes)
+	}
+	g.record(&g.eventsFull, einfo, stream.AtLimit(einfo), false)
 	return g.trimConflicts(ctx)
 }
 
