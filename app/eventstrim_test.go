@@ -3,14 +3,22 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/delivery"
+	"github.com/hookbridge/hookbridge/internal/relay"
 	"github.com/hookbridge/hookbridge/internal/stream"
+	"github.com/hookbridge/hookbridge/publisher"
 )
 
 // ackEvents creates durable name on EVENTS (pausing it when paused, as a
@@ -104,4 +112,122 @@ func TestEventsTrimKeepsWhatAnEndpointNeeds(t *testing.T) {
 	if got := streamInfo(t, j.JS, stream.Events).State.Msgs; got != n-60 {
 		t.Fatalf("EVENTS holds %d events, want the %d delivery_b has not received", got, n-60)
 	}
+}
+
+// TestDisabledEndpointLosesNoEventWhenEventsFills: serve --role relay
+// --role delivery with EVENTS bounded to 16 KiB and its endpoint
+// disabled while four times that is enqueued. EVENTS fills and refuses,
+// the relay waits (no row dead), readiness says events_room, the guard
+// trims nothing the endpoint has not received; once enabled, every event
+// arrives and none is dead-lettered.
+func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	var mu sync.Mutex
+	got := map[string]int{}
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got[r.Header.Get("Webhook-Id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(recv.Close)
+	received := func() (distinct, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range got {
+			total += n
+		}
+		return len(got), total
+	}
+
+	db := hookbridgetest.Postgres(t)
+	ctx := context.Background()
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
+		c.DatabaseURL = db.URL
+		c.Streams.MaxBytes = 16 << 10
+		c.Delivery.Endpoints = []EndpointConfig{{Name: "partner", URL: recv.URL, Subjects: stringList{"events.orders.>"},
+			Secrets: stringList{secret}, AllowPrivate: true}}
+	})
+	srv, err := NewServer(cfg, ordersHandlers(), []string{RoleRelay, RoleDelivery}, quietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.guardInterval = 50 * time.Millisecond
+	rs := startPrepared(t, srv)
+	hookbridgetest.Eventually(t, time.Minute, "the endpoint's consumer", func() bool {
+		_, err := srv.js.Consumer(ctx, stream.Events, "delivery_partner")
+		return err == nil
+	})
+	if info := streamInfo(t, srv.js, stream.Events); info.Config.MaxAge != 0 || info.Config.MaxBytes != 16<<10 {
+		t.Fatalf("EVENTS max age %v, max bytes %d; want none and 16 KiB", info.Config.MaxAge, info.Config.MaxBytes)
+	}
+	if _, err := delivery.Disable(ctx, db.Pool, srv.js, "partner", "test"); err != nil {
+		t.Fatal(err)
+	}
+
+	const n = 120 // some 64 KiB: four times what EVENTS holds
+	err = pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		for i := range n {
+			m := publisher.Message{ID: fmt.Sprintf("ev-%03d", i), Subject: "events.orders.created",
+				Payload: []byte(fmt.Sprintf(`{"order_id":"%03d","pad":"%s"}`, i, strings.Repeat("x", 400)))}
+			if err := publisher.Enqueue(ctx, tx, m); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// EVENTS is full and refuses: the rows wait in the outbox, and the
+	// guard has seen it (readiness names events_room).
+	db.AwaitCount(t, 1, "SELECT least(count(*), 1) FROM hookbridge.outbox WHERE status = 'pending' AND last_error LIKE '%maximum bytes%'")
+	hookbridgetest.Eventually(t, time.Minute, "readiness to report EVENTS full", func() bool {
+		resp, err := http.Get("http://" + rs.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(body), `"events_room":"unavailable`)
+	})
+	info := streamInfo(t, srv.js, stream.Events)
+	if info.State.FirstSeq != 1 || info.State.Msgs == 0 || info.State.Msgs >= n {
+		t.Fatalf("EVENTS full with the endpoint disabled: first seq %d, %d events; want nothing trimmed and part of the %d",
+			info.State.FirstSeq, info.State.Msgs, n)
+	}
+	st, err := relay.OutboxStats(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead != 0 || st.Pending != int64(n)-int64(info.State.Msgs) {
+		t.Fatalf("outbox with EVENTS full = %+v, want 0 dead and %d pending", st, int64(n)-int64(info.State.Msgs))
+	}
+	if d, _ := received(); d != 0 {
+		t.Fatalf("a disabled endpoint received %d events", d)
+	}
+
+	if _, err := delivery.Enable(ctx, db.Pool, srv.js, "partner"); err != nil {
+		t.Fatal(err)
+	}
+	hookbridgetest.Eventually(t, 2*time.Minute, "every event at the endpoint", func() bool {
+		d, _ := received()
+		return d == n
+	})
+	// The last rows are marked sent in the round that published them.
+	db.AwaitCount(t, 0, "SELECT count(*) FROM hookbridge.outbox WHERE status = 'pending'")
+	st, err = relay.OutboxStats(ctx, db.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := db.Count(t, "SELECT count(*) FROM hookbridge.delivery_dead_letters")
+	distinct, total := received()
+	if st.Dead != 0 || st.Pending != 0 || dead != 0 || distinct != n {
+		t.Fatalf("after enable: outbox %+v, %d dead letters, %d distinct events received (%d posts); want 0, 0, 0, %d",
+			st, dead, distinct, total, n)
+	}
+	t.Logf("%d events through a 16 KiB EVENTS, %d posts", n, total)
 }
