@@ -136,8 +136,9 @@ type StreamsConfig struct {
 	// unapplied one stays until every consumer has applied it.
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxBytes bounds HOOKS (0: half the JetStream store, see
-	// stream.Options.HooksMaxBytes) and EVENTS (0: unlimited); -1 leaves
-	// both unbounded.
+	// stream.Options.HooksMaxBytes) and EVENTS (0: a quarter of the store
+	// with delivery endpoints, else unlimited; stream.Options.EventsMaxBytes);
+	// -1 leaves both unbounded.
 	MaxBytes int64 `yaml:"max_bytes"`
 	// Partitions spreads the keyed messages (sources with an ordering
 	// key) over this many partitions (default stream.DefaultPartitions).
