@@ -29,7 +29,7 @@ type eventsGuard struct {
 	// nothing is trimmed (their events are all unreceived).
 	durables []string
 	// pending is the lowest EVENTS sequence the pending deliveries in
-	// Postgres read (ok false: none); delivery.EventsFloor.
+	// Postgres read (ok false: none); delivery.EventsFloor. Required.
 	pending func(ctx context.Context) (seq uint64, ok bool, err error)
 	// maxBytes is the byte bound EVENTS should have (-1: none; 0: the
 	// stream's own limit), lowered as HOOKS's is.
@@ -100,9 +100,6 @@ func (g *storeGuard) trimEvents(ctx context.Context, events jetstream.Stream, in
 // a failed delivery is written there before its message is acked.
 func (g *storeGuard) eventsFloor(ctx context.Context, events jetstream.Stream, lastSeq uint64) (uint64, string, error) {
 	e := g.events
-	if e.pending == nil {
-		return 0, "", fmt.Errorf("no database to read the pending deliveries from")
-	}
 	consumers, err := durables.List(ctx, events)
 	if err != nil {
 		return 0, "", err

@@ -283,13 +283,13 @@ func (s *Server) newStoreGuard() *storeGuard {
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
 	}
-	if eps := s.cfg.Delivery.Endpoints; len(eps) > 0 {
-		e := &eventsGuard{maxBytes: s.eventsBound}
+	// EVENTS is trimmed by the instances with a database, which the
+	// pending deliveries' floor is read from; the others leave it as it is.
+	if eps := s.cfg.Delivery.Endpoints; len(eps) > 0 && s.pool != nil {
+		e := &eventsGuard{maxBytes: s.eventsBound,
+			pending: func(ctx context.Context) (uint64, bool, error) { return delivery.EventsFloor(ctx, s.pool) }}
 		for _, c := range eps {
 			e.durables = append(e.durables, delivery.ConsumerName(c.Name))
-		}
-		if s.pool != nil {
-			e.pending = func(ctx context.Context) (uint64, bool, error) { return delivery.EventsFloor(ctx, s.pool) }
 		}
 		guard.events = e
 	}
