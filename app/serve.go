@@ -183,6 +183,7 @@ func (s *Server) streamOptions() stream.Options {
 		StoreMax:        s.storeMax,
 		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
 		Delivery:        len(s.cfg.Delivery.Endpoints) > 0,
+		EventsAge:       s.cfg.Streams.EventsMaxAge,
 	}
 }
 

@@ -204,6 +204,11 @@ type Options struct {
 	// bound by default ([Options.EventsMaxBytes]), and the storage guard
 	// deletes only what every endpoint has received ([EventsConfig]).
 	Delivery bool
+	// EventsAge, when set, is a JetStream max age for EVENTS, which then
+	// deletes older events whether every endpoint received them or not
+	// (the operator's explicit choice); 0 = [Options.EventsMaxAge]'s
+	// default.
+	EventsAge time.Duration
 }
 
 func (o Options) partitions() int {
@@ -279,11 +284,15 @@ func (o Options) EventsMaxBytes() int64 {
 	return FallbackEventsMaxBytes
 }
 
-// EventsMaxAge is EVENTS's JetStream max age: [Options.HooksMaxAge]
-// without delivery endpoints; none with them, whose storage guard trims
-// by that age only what every endpoint has received.
+// EventsMaxAge is EVENTS's JetStream max age: EventsAge when set, else
+// [Options.HooksMaxAge] without delivery endpoints, and none with them,
+// whose storage guard trims by that age only what every endpoint has
+// received.
 func (o Options) EventsMaxAge() time.Duration {
-	if o.Delivery {
+	switch {
+	case o.EventsAge > 0:
+		return o.EventsAge
+	case o.Delivery:
 		return 0
 	}
 	return o.maxAge()

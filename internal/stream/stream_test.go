@@ -3,6 +3,7 @@ package stream
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -141,6 +142,12 @@ func TestHooksMaxBytes(t *testing.T) {
 	} {
 		if got := EventsConfig(c.o); got.MaxBytes != c.want || got.MaxAge != 0 {
 			t.Errorf("%+v: EventsConfig max bytes %d, max age %v; want %d and none", c.o, got.MaxBytes, got.MaxAge, c.want)
+		}
+	}
+	// An explicit events max age is the operator's choice, with or without.
+	for _, d := range []bool{true, false} {
+		if got := EventsConfig(Options{Delivery: d, EventsAge: time.Hour}).MaxAge; got != time.Hour {
+			t.Errorf("delivery %v, events age 1h: EVENTS max age %v", d, got)
 		}
 	}
 }
