@@ -122,14 +122,37 @@ func TestEventsTrimKeepsWhatAnEndpointNeeds(t *testing.T) {
 // arrives and none is dead-lettered.
 func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 	t.Parallel()
+	eventsFillWhileEndpointWaits(t, false)
+}
+
+// TestDownReceiverLosesNoEventWhenEventsFills: the same with the
+// endpoint enabled and its receiver answering 503: the failed deliveries
+// wait in Postgres (whose floor the guard keeps), the later ones in
+// EVENTS, and once the receiver answers again every event arrives, none
+// dead-lettered.
+func TestDownReceiverLosesNoEventWhenEventsFills(t *testing.T) {
+	t.Parallel()
+	eventsFillWhileEndpointWaits(t, true)
+}
+
+// eventsFillWhileEndpointWaits enqueues four times what a 16 KiB EVENTS
+// holds while the endpoint cannot receive (disabled, or its receiver
+// down), checks that nothing is lost or trimmed while EVENTS is full, then
+// lets the endpoint receive and checks that every event arrives.
+func eventsFillWhileEndpointWaits(t *testing.T, receiverDown bool) {
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	var mu sync.Mutex
+	down := receiverDown
 	got := map[string]int{}
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		mu.Lock()
+		defer mu.Unlock()
+		if down {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		got[r.Header.Get("Webhook-Id")]++
-		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(recv.Close)
@@ -141,6 +164,12 @@ func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 		}
 		return len(got), total
 	}
+	// Far more retry time (5 minutes) than the outage lasts: none of the
+	// failed deliveries may run out of attempts.
+	retry := []time.Duration{0}
+	for range 300 {
+		retry = append(retry, time.Second)
+	}
 
 	db := hookbridgetest.Postgres(t)
 	ctx := context.Background()
@@ -148,7 +177,7 @@ func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 		c.DatabaseURL = db.URL
 		c.Streams.MaxBytes = 16 << 10
 		c.Delivery.Endpoints = []EndpointConfig{{Name: "partner", URL: recv.URL, Subjects: stringList{"events.orders.>"},
-			Secrets: stringList{secret}, AllowPrivate: true}}
+			Secrets: stringList{secret}, AllowPrivate: true, Retry: retry}}
 	})
 	srv, err := NewServer(cfg, ordersHandlers(), []string{RoleRelay, RoleDelivery}, quietLogger())
 	if err != nil {
@@ -163,8 +192,10 @@ func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 	if info := streamInfo(t, srv.js, stream.Events); info.Config.MaxAge != 0 || info.Config.MaxBytes != 16<<10 {
 		t.Fatalf("EVENTS max age %v, max bytes %d; want none and 16 KiB", info.Config.MaxAge, info.Config.MaxBytes)
 	}
-	if _, err := delivery.Disable(ctx, db.Pool, srv.js, "partner", "test"); err != nil {
-		t.Fatal(err)
+	if !receiverDown {
+		if _, err := delivery.Disable(ctx, db.Pool, srv.js, "partner", "test"); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	const n = 120 // some 64 KiB: four times what EVENTS holds
@@ -207,10 +238,17 @@ func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 		t.Fatalf("outbox with EVENTS full = %+v, want 0 dead and %d pending", st, int64(n)-int64(info.State.Msgs))
 	}
 	if d, _ := received(); d != 0 {
-		t.Fatalf("a disabled endpoint received %d events", d)
+		t.Fatalf("an endpoint that cannot receive received %d events", d)
 	}
-
-	if _, err := delivery.Enable(ctx, db.Pool, srv.js, "partner"); err != nil {
+	if receiverDown {
+		// The first events failed and wait in Postgres.
+		hookbridgetest.Eventually(t, time.Minute, "failed deliveries in Postgres", func() bool {
+			return db.Count(t, "SELECT count(*) FROM hookbridge.delivery_pending") > 0
+		})
+		mu.Lock()
+		down = false
+		mu.Unlock()
+	} else if _, err := delivery.Enable(ctx, db.Pool, srv.js, "partner"); err != nil {
 		t.Fatal(err)
 	}
 	hookbridgetest.Eventually(t, 2*time.Minute, "every event at the endpoint", func() bool {
@@ -229,5 +267,5 @@ func TestDisabledEndpointLosesNoEventWhenEventsFills(t *testing.T) {
 		t.Fatalf("after enable: outbox %+v, %d dead letters, %d distinct events received (%d posts); want 0, 0, 0, %d",
 			st, dead, distinct, total, n)
 	}
-	t.Logf("%d events through a 16 KiB EVENTS, %d posts", n, total)
+	t.Logf("%d events through a 16 KiB EVENTS, %d posts answered 204", n, total)
 }
