@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -140,20 +141,25 @@ func (g *storeGuard) check(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
 	einfo := events.CachedInfo() // read before the consumers, as HOOKS's
+	// A failed trim of EVENTS still lets readiness and HOOKS_CONFLICTS's
+	// trim go on; check reports it.
+	var eventsErr error
 	if g.events != nil {
 		trimmed, err := g.trimEvents(ctx, events, einfo)
-		if err != nil {
-			return err
-		}
-		if trimmed > 0 {
-			if einfo, err = events.Info(ctx); err != nil {
-				return fmt.Errorf("stream %s: %w", stream.Events, err)
+		if err == nil && trimmed > 0 {
+			var fresh *jetstream.StreamInfo
+			if fresh, err = events.Info(ctx); err == nil {
+				einfo = fresh
+			} else {
+				err = fmt.Errorf("stream %s: %w", stream.Events, err)
 			}
 		}
-		g.lowerTo(ctx, einfo, g.events.maxBytes)
+		if eventsErr = err; err == nil {
+			g.lowerTo(ctx, einfo, g.events.maxBytes)
+		}
 	}
 	g.record(&g.eventsFull, einfo, stream.AtLimit(einfo), false)
-	return g.trimConflicts(ctx)
+	return errors.Join(eventsErr, g.trimConflicts(ctx))
 }
 
 // record keeps full for readiness and updates the stream's gauges
