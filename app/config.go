@@ -136,9 +136,16 @@ type StreamsConfig struct {
 	// unapplied one stays until every consumer has applied it.
 	MaxAge time.Duration `yaml:"max_age"`
 	// MaxBytes bounds HOOKS (0: half the JetStream store, see
-	// stream.Options.HooksMaxBytes) and EVENTS (0: unlimited); -1 leaves
-	// both unbounded.
+	// stream.Options.HooksMaxBytes) and EVENTS (0: a quarter of the store
+	// with delivery endpoints, else unlimited; stream.Options.EventsMaxBytes);
+	// -1 leaves both unbounded.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// EventsMaxAge, when set, is a JetStream max age for EVENTS: events
+	// older than it are deleted whether every delivery endpoint received
+	// them or not. Unset (0): with delivery endpoints EVENTS has none and
+	// keeps what an endpoint has not received (docs/DELIVERY.md); without
+	// them it keeps events for max_age.
+	EventsMaxAge time.Duration `yaml:"events_max_age"`
 	// Partitions spreads the keyed messages (sources with an ordering
 	// key) over this many partitions (default stream.DefaultPartitions).
 	// It is recorded on HOOKS when the stream is created or first
@@ -670,6 +677,9 @@ func (c *Config) validateAdmin(bad complain) {
 func (c *Config) validateStreams(bad complain) {
 	if c.Streams.Partitions < 0 || c.Streams.Partitions > stream.MaxPartitions {
 		bad("streams.partitions", "must be between 1 and %d", stream.MaxPartitions)
+	}
+	if c.Streams.EventsMaxAge < 0 {
+		bad("streams.events_max_age", "must not be negative (0: none with delivery endpoints, max_age without)")
 	}
 	if c.Streams.Replicas < 0 || c.Streams.Replicas > 5 {
 		bad("streams.replicas", "must be between 1 and 5 (HOOKBRIDGE_STREAM_REPLICAS overrides it)")

@@ -55,8 +55,9 @@ func TestBadConfigNamesTheKey(t *testing.T) {
 		"sources:\n  - name: a\n    scheme: github\n":                                                                  "sources[0].secrets",
 		"sources:\n  - name: a\n    scheme: github\n    secret_env: NOT_SET_ANYWHERE\n":                                "sources[0].secret_env",
 		"sources:\n  - name: a\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: c\n    handler: missing\n": "consumers[0].handler",
-		"log_format: xml\n":      "log_format",
-		"inbox_retention: 24h\n": "inbox_retention",
+		"log_format: xml\n":                 "log_format",
+		"inbox_retention: 24h\n":            "inbox_retention",
+		"streams:\n  events_max_age: -1h\n": "streams.events_max_age",
 		// A batch being filled sends no in-progress acks.
 		"sources:\n  - name: demo\n    scheme: github\n    secrets: [s]\nconsumers:\n  - name: orders\n    handler: orders\n    batch_wait: 10s\n": "consumers[0].batch_wait",
 	}

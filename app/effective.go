@@ -82,7 +82,11 @@ func explainZeros(doc *yaml.Node, cfg Config) {
 			// 0 is not "no limit" for HOOKS: serve bounds it by a share
 			// of the JetStream store, known only once it is connected
 			// (and logged then as hooks_max_bytes).
-			n.LineComment = fmt.Sprintf("HOOKS: %.0f%% of the JetStream store (serve logs hooks_max_bytes at start); EVENTS: no limit", 100*stream.HooksStoreShare)
+			events := "EVENTS: no limit"
+			if len(cfg.Delivery.Endpoints) > 0 {
+				events = fmt.Sprintf("EVENTS: %.0f%% of it (events_max_bytes)", 100*stream.EventsStoreShare)
+			}
+			n.LineComment = fmt.Sprintf("HOOKS: %.0f%% of the JetStream store (serve logs hooks_max_bytes at start); %s", 100*stream.HooksStoreShare, events)
 		}
 	}
 	if sources := mapValue(doc, "sources"); sources != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookbridge/hookbridge/bridge"
 	"github.com/hookbridge/hookbridge/internal/admin/console"
+	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/embedded"
 	"github.com/hookbridge/hookbridge/internal/engine"
 	"github.com/hookbridge/hookbridge/internal/relay"
@@ -66,10 +67,11 @@ type Server struct {
 	// guardInterval is how often the storage guard looks (0: every 5s).
 	guardInterval time.Duration
 	// storeMax is the JetStream storage the server gives this deployment
-	// (0: not known), hooksBound the byte bound HOOKS got (-1: none); both
-	// are set by ensureStreams.
-	storeMax   int64
-	hooksBound int64
+	// (0: not known), hooksBound and eventsBound the byte bounds HOOKS and
+	// EVENTS got (-1: none); all are set by ensureStreams.
+	storeMax    int64
+	hooksBound  int64
+	eventsBound int64
 }
 
 // NewServer prepares a server; [Server.Run] starts it.
@@ -180,6 +182,8 @@ func (s *Server) streamOptions() stream.Options {
 		MaxBytes:        s.cfg.Streams.MaxBytes,
 		StoreMax:        s.storeMax,
 		Partitions:      s.cfg.Streams.PartitionsOrDefault(),
+		Delivery:        len(s.cfg.Delivery.Endpoints) > 0,
+		EventsAge:       s.cfg.Streams.EventsMaxAge,
 	}
 }
 
@@ -279,6 +283,16 @@ func (s *Server) newStoreGuard() *storeGuard {
 		maxAge: s.streamOptions().HooksMaxAge(), maxBytes: s.hooksBound, removeSelftest: !s.cfg.Selftest.Enabled}
 	if guard.interval <= 0 {
 		guard.interval = defaultGuardInterval
+	}
+	// EVENTS is trimmed by the instances with a database, which the
+	// pending deliveries' floor is read from; the others leave it as it is.
+	if eps := s.cfg.Delivery.Endpoints; len(eps) > 0 && s.pool != nil {
+		e := &eventsGuard{maxBytes: s.eventsBound,
+			pending: func(ctx context.Context) (uint64, bool, error) { return delivery.EventsFloor(ctx, s.pool) }}
+		for _, c := range eps {
+			e.durables = append(e.durables, delivery.ConsumerName(c.Name))
+		}
+		guard.events = e
 	}
 	return guard
 }
@@ -389,7 +403,7 @@ func (s *Server) runRoles(ctx context.Context, l listeners, guard *storeGuard, n
 	}
 	addr := l.http.Addr().String()
 	s.log.Info("hookbridge started", "addr", addr, "roles", s.roleList(), "nats", s.natsDescription(),
-		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge())
+		"hooks_max_bytes", s.hooksBound, "hooks_max_age", s.streamOptions().HooksMaxAge(), "events_max_bytes", s.eventsBound)
 	if ready != nil {
 		ready(addr)
 	}
@@ -453,12 +467,15 @@ func (s *Server) ensureStreams(ctx context.Context) error {
 			s.hooksBound = bound
 			return err
 		})
-		for _, cfg := range []jetstream.StreamConfig{stream.ConflictsConfig(o), stream.EventsConfig(o)} {
-			p.Go(func() error {
-				_, err := stream.Ensure(actx, s.js, cfg)
-				return err
-			})
-		}
+		p.Go(func() error {
+			_, err := stream.Ensure(actx, s.js, stream.ConflictsConfig(o))
+			return err
+		})
+		p.Go(func() error {
+			_, bound, err := stream.EnsureEvents(actx, s.js, o)
+			s.eventsBound = bound
+			return err
+		})
 		err := p.Wait()
 		var apiErr *jetstream.APIError
 		// "No suitable peers for placement" is a 400 too, but on a cluster

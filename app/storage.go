@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -70,6 +71,10 @@ type storeGuard struct {
 	// removeSelftest: serve runs without the self-test, whose durable
 	// then goes (selftest.RemoveDurable).
 	removeSelftest bool
+	// events, when delivery endpoints are configured, trims EVENTS of what
+	// every endpoint has received (eventstrim.go); nil: EVENTS is left as
+	// it is.
+	events *eventsGuard
 
 	floors    durables.FloorCache
 	hooksFull atomic.Pointer[error]
@@ -98,7 +103,8 @@ func (g *storeGuard) run(ctx context.Context) error {
 }
 
 // check looks at both streams once and trims HOOKS of what no consumer
-// needs when that is due.
+// needs, and EVENTS of what every endpoint has received, when that is
+// due.
 func (g *storeGuard) check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -134,8 +140,26 @@ func (g *storeGuard) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", stream.Events, err)
 	}
-	g.record(&g.eventsFull, events.CachedInfo(), stream.AtLimit(events.CachedInfo()), false)
-	return g.trimConflicts(ctx)
+	einfo := events.CachedInfo() // read before the consumers, as HOOKS's
+	// A failed trim of EVENTS still lets readiness and HOOKS_CONFLICTS's
+	// trim go on; check reports it.
+	var eventsErr error
+	if g.events != nil {
+		trimmed, err := g.trimEvents(ctx, events, einfo)
+		if err == nil && trimmed > 0 {
+			var fresh *jetstream.StreamInfo
+			if fresh, err = events.Info(ctx); err == nil {
+				einfo = fresh
+			} else {
+				err = fmt.Errorf("stream %s: %w", stream.Events, err)
+			}
+		}
+		if eventsErr = err; err == nil {
+			g.lowerTo(ctx, einfo, g.events.maxBytes)
+		}
+	}
+	g.record(&g.eventsFull, einfo, stream.AtLimit(einfo), false)
+	return errors.Join(eventsErr, g.trimConflicts(ctx))
 }
 
 // record keeps full for readiness and updates the stream's gauges

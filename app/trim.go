@@ -35,7 +35,7 @@ func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jet
 	limit := floor + 1 // never purged: sequences from limit on
 	upTo := st.FirstSeq
 	if short {
-		upTo = max(upTo, g.byteCut(info, limit, all))
+		upTo = max(upTo, byteCut(info, g.bound(info), limit, all))
 	}
 	if aged {
 		cut, err := ageCut(ctx, hooks, st.FirstSeq, limit, now.Add(-g.maxAge))
@@ -66,8 +66,8 @@ func (g *storeGuard) trim(ctx context.Context, hooks jetstream.Stream, info *jet
 
 // byteCut is where a trim for room ends: below limit, and for a byte
 // bound only down to its low-water mark.
-func (g *storeGuard) byteCut(info *jetstream.StreamInfo, limit uint64, all bool) uint64 {
-	st, bound := info.State, g.bound(info)
+func byteCut(info *jetstream.StreamInfo, bound int64, limit uint64, all bool) uint64 {
+	st := info.State
 	if all || bound <= 0 || st.Msgs == 0 {
 		return limit
 	}
@@ -119,22 +119,28 @@ func (g *storeGuard) bound(info *jetstream.StreamInfo) int64 {
 // update at start keeps a larger limit while the stream holds more
 // (stream.SafeMaxBytes).
 func (g *storeGuard) lowerLimit(ctx context.Context, info *jetstream.StreamInfo) {
-	have := info.Config.MaxBytes
-	if g.maxBytes == 0 || have == g.maxBytes || (have <= 0 && g.maxBytes < 0) {
+	g.lowerTo(ctx, info, g.maxBytes)
+}
+
+// lowerTo gives the stream of info the byte bound want (0: leave it;
+// -1: none) once that deletes nothing.
+func (g *storeGuard) lowerTo(ctx context.Context, info *jetstream.StreamInfo, want int64) {
+	have, name := info.Config.MaxBytes, info.Config.Name
+	if want == 0 || have == want || (have <= 0 && want < 0) {
 		return
 	}
-	if stream.SafeMaxBytes(info, g.maxBytes) != g.maxBytes {
-		g.slowLog(slog.LevelInfo, "bound", "HOOKS holds more than its byte bound; it keeps its larger limit until trimmed below it",
-			"bytes", info.State.Bytes, "bound", g.maxBytes, "limit", have)
+	if stream.SafeMaxBytes(info, want) != want {
+		g.slowLog(slog.LevelInfo, "bound "+name, name+" holds more than its byte bound; it keeps its larger limit until trimmed below it",
+			"bytes", info.State.Bytes, "bound", want, "limit", have)
 		return
 	}
 	cfg := info.Config
-	cfg.MaxBytes = g.maxBytes
+	cfg.MaxBytes = want
 	if _, err := g.js.UpdateStream(ctx, cfg); err != nil {
-		g.limiter.log(g.log, slog.LevelWarn, "bound", "could not set HOOKS's byte bound; will retry", "bound", g.maxBytes, "err", err)
+		g.limiter.log(g.log, slog.LevelWarn, "bound "+name, "could not set "+name+"'s byte bound; will retry", "bound", want, "err", err)
 		return
 	}
-	g.log.Info("HOOKS's byte limit set to its bound", "bound", g.maxBytes, "was", have)
+	g.log.Info(name+"'s byte limit set to its bound", "bound", want, "was", have)
 }
 
 func aboveHighWater(info *jetstream.StreamInfo, bound int64) bool {

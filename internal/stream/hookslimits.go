@@ -40,7 +40,8 @@ func SafeMaxBytes(cur *jetstream.StreamInfo, want int64) int64 {
 }
 
 // MinDefaultHooksMaxBytes is the smallest default byte bound
-// [EnsureHooks] falls back to on a server with little storage.
+// [EnsureHooks] and [EnsureEvents] fall back to on a server with little
+// storage.
 const MinDefaultHooksMaxBytes int64 = 64 << 20
 
 // errCodeStorageExceeded is nats-server's JSStorageResourcesExceededErr:
@@ -56,17 +57,27 @@ const errCodeStorageExceeded jetstream.ErrorCode = 10047
 // below that HOOKS has no bound of its own, and the server's store
 // refuses new messages when it is full.
 func EnsureHooks(ctx context.Context, js jetstream.JetStream, o Options) (jetstream.Stream, int64, error) {
-	bound := o.HooksMaxBytes()
-	shrink := o.MaxBytes == 0 // the default, not the operator's choice
+	return ensureBounded(ctx, HooksConfig(o), js, o.MaxBytes == 0)
+}
+
+// EnsureEvents creates [Events] with [EventsConfig](o), or updates it to
+// that (see [EnsureKeepingMessages]), and returns the byte bound it set
+// (-1: none). A default bound the server has not the storage for is
+// halved as [EnsureHooks] halves HOOKS's.
+func EnsureEvents(ctx context.Context, js jetstream.JetStream, o Options) (jetstream.Stream, int64, error) {
+	return ensureBounded(ctx, EventsConfig(o), js, o.MaxBytes == 0 && o.Delivery)
+}
+
+// ensureBounded ensures cfg, halving its byte bound while the server
+// refuses it for storage when shrink (the bound is the default).
+func ensureBounded(ctx context.Context, cfg jetstream.StreamConfig, js jetstream.JetStream, shrink bool) (jetstream.Stream, int64, error) {
 	for {
-		cfg := HooksConfig(o)
-		cfg.MaxBytes = bound
 		s, err := EnsureKeepingMessages(ctx, js, cfg)
-		if err == nil || !shrink || !storageExceeded(err) || bound < 0 {
-			return s, bound, err
+		if err == nil || !shrink || !storageExceeded(err) || cfg.MaxBytes < 0 {
+			return s, cfg.MaxBytes, err
 		}
-		if bound /= 2; bound < MinDefaultHooksMaxBytes {
-			bound = -1
+		if cfg.MaxBytes /= 2; cfg.MaxBytes < MinDefaultHooksMaxBytes {
+			cfg.MaxBytes = -1
 		}
 	}
 }

@@ -101,6 +101,15 @@ const (
 	// limit): 10 GiB, some 20 million messages of ~530 bytes, two days of
 	// backlog at 100 events/s.
 	FallbackHooksMaxBytes int64 = 10 << 30
+	// EventsStoreShare is the share of the JetStream store EVENTS's
+	// default byte bound takes when delivery endpoints read it: with
+	// HOOKS's half, a quarter is left for HOOKS_CONFLICTS and the store's
+	// own room to work, so EVENTS fills up and the relay waits before the
+	// server's store refuses HOOKS too.
+	EventsStoreShare = 0.25
+	// FallbackEventsMaxBytes is EVENTS's default byte bound, when delivery
+	// endpoints read it, where the store's size is not known: 5 GiB.
+	FallbackEventsMaxBytes int64 = 5 << 30
 )
 
 // MsgID is the JetStream de-duplication id of a webhook: the event id
@@ -190,6 +199,16 @@ type Options struct {
 	// Partitions is recorded on a HOOKS stream that records none yet
 	// (0 = DefaultPartitions); see [CheckPartitions].
 	Partitions int
+	// Delivery: delivery endpoints read EVENTS. Then EVENTS keeps what an
+	// endpoint has not received, like HOOKS: no JetStream max age, a byte
+	// bound by default ([Options.EventsMaxBytes]), and the storage guard
+	// deletes only what every endpoint has received ([EventsConfig]).
+	Delivery bool
+	// EventsAge, when set, is a JetStream max age for EVENTS, which then
+	// deletes older events whether every endpoint received them or not
+	// (the operator's explicit choice); 0 = [Options.EventsMaxAge]'s
+	// default.
+	EventsAge time.Duration
 }
 
 func (o Options) partitions() int {
@@ -243,6 +262,40 @@ func (o Options) HooksMaxBytes() int64 {
 		return int64(HooksStoreShare * float64(o.StoreMax))
 	}
 	return FallbackHooksMaxBytes
+}
+
+// EventsMaxBytes is EVENTS's byte bound (-1: none). Without delivery
+// endpoints it is MaxBytes when set, else none. With them, MaxBytes when
+// set, else [EventsStoreShare] of StoreMax, else [FallbackEventsMaxBytes]:
+// a full EVENTS refuses the relay's publishes (the rows wait in the
+// outbox) rather than growing until the server's store refuses every
+// stream.
+func (o Options) EventsMaxBytes() int64 {
+	switch {
+	case o.MaxBytes < 0:
+		return -1
+	case o.MaxBytes > 0:
+		return o.MaxBytes
+	case !o.Delivery:
+		return -1
+	case o.StoreMax > 0:
+		return int64(EventsStoreShare * float64(o.StoreMax))
+	}
+	return FallbackEventsMaxBytes
+}
+
+// EventsMaxAge is EVENTS's JetStream max age: EventsAge when set, else
+// [Options.HooksMaxAge] without delivery endpoints, and none with them,
+// whose storage guard trims by that age only what every endpoint has
+// received.
+func (o Options) EventsMaxAge() time.Duration {
+	switch {
+	case o.EventsAge > 0:
+		return o.EventsAge
+	case o.Delivery:
+		return 0
+	}
+	return o.maxAge()
 }
 
 // HooksConfig is the configuration of the [Hooks] stream. Retention is
@@ -306,6 +359,12 @@ func ConflictsConfig(o Options) jetstream.StreamConfig {
 // full stream refuses new messages, so an event that downstream consumers
 // have not read yet is never deleted to make room: the relay's publish
 // fails and the outbox row stays pending until there is room again.
+// With delivery endpoints ([Options.Delivery]) it has no JetStream max
+// age either, which would delete an event a disabled or failing endpoint
+// has not received: serve's storage guard deletes the events older than
+// [Options.HooksMaxAge], or when space runs short, that every endpoint
+// has received and no pending delivery reads. MaxAge is set to 0
+// explicitly: an update of a stream created with a max age removes it.
 func EventsConfig(o Options) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        Events,
@@ -315,8 +374,8 @@ func EventsConfig(o Options) jetstream.StreamConfig {
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  o.window(),
-		MaxAge:      o.maxAge(),
-		MaxBytes:    o.maxBytes(),
+		MaxAge:      o.EventsMaxAge(),
+		MaxBytes:    o.EventsMaxBytes(),
 		Replicas:    o.replicas(),
 		AllowDirect: true,
 	}

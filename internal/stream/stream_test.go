@@ -3,6 +3,7 @@ package stream
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -123,9 +124,31 @@ func TestHooksMaxBytes(t *testing.T) {
 			t.Errorf("%+v: HooksConfig MaxBytes = %d, want %d", c.o, got, c.want)
 		}
 	}
-	// EVENTS stays unlimited unless max_bytes is set.
-	if got := EventsConfig(Options{StoreMax: 100 << 30}).MaxBytes; got != -1 {
-		t.Errorf("EVENTS max bytes %d, want -1", got)
+	// Without delivery endpoints EVENTS stays unlimited unless max_bytes
+	// is set, and keeps the max age.
+	if c := EventsConfig(Options{StoreMax: 100 << 30}); c.MaxBytes != -1 || c.MaxAge != DefaultHooksMaxAge {
+		t.Errorf("EVENTS max bytes %d, max age %v; want -1 and %v", c.MaxBytes, c.MaxAge, DefaultHooksMaxAge)
+	}
+	// With them it is bounded by bytes, a quarter of the store by
+	// default, and has no max age: the storage guard trims it.
+	for _, c := range []struct {
+		o    Options
+		want int64
+	}{
+		{Options{Delivery: true}, FallbackEventsMaxBytes},
+		{Options{Delivery: true, StoreMax: 100 << 30}, 25 << 30},
+		{Options{Delivery: true, MaxBytes: 5 << 20, StoreMax: 100 << 30}, 5 << 20},
+		{Options{Delivery: true, MaxBytes: -1, StoreMax: 100 << 30}, -1},
+	} {
+		if got := EventsConfig(c.o); got.MaxBytes != c.want || got.MaxAge != 0 {
+			t.Errorf("%+v: EventsConfig max bytes %d, max age %v; want %d and none", c.o, got.MaxBytes, got.MaxAge, c.want)
+		}
+	}
+	// An explicit events max age is the operator's choice, with or without.
+	for _, d := range []bool{true, false} {
+		if got := EventsConfig(Options{Delivery: d, EventsAge: time.Hour}).MaxAge; got != time.Hour {
+			t.Errorf("delivery %v, events age 1h: EVENTS max age %v", d, got)
+		}
 	}
 }
 
