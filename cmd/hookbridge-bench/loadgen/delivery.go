@@ -405,6 +405,9 @@ func deliveryThroughput(ctx context.Context, o *DeliveryOptions) (*DeliveryThrou
 		if err := env.start(ctx, hb); err != nil {
 			return false, err
 		}
+		if err := env.awaitDurable(ctx, "delivery_"+ep.name); err != nil {
+			return false, err
+		}
 		if err := hb.stop(); err != nil {
 			return false, err
 		}
@@ -412,7 +415,7 @@ func deliveryThroughput(ctx context.Context, o *DeliveryOptions) (*DeliveryThrou
 			return false, err
 		}
 		if err := env.pace(ctx, 0, o.Events, func(i int) publisher.Message {
-			return publisher.Message{ID: "tp-" + strconv.Itoa(i), Subject: "bench.tp", Payload: body}
+			return publisher.Message{ID: "tp-" + strconv.Itoa(i), Subject: "events.bench.tp", Payload: body}
 		}); err != nil {
 			return false, err
 		}

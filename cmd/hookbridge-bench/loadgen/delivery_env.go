@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
 	"github.com/hookbridge/hookbridge/publisher"
@@ -113,11 +115,19 @@ func (e *deliveryEnv) start(ctx context.Context, in *clusterInstance) error {
 	if err := in.start(ctx, e.o.Exe); err != nil {
 		return err
 	}
-	if e.pool == nil {
-		var err error
-		if e.pool, err = openPool(ctx, e.db.URL); err != nil {
-			return err
-		}
+	if e.pool != nil {
+		return nil
+	}
+	var err error
+	if e.pool, err = openPool(ctx, e.db.URL); err != nil {
+		return err
+	}
+	// serve migrates in the background of its readiness: the bench
+	// enqueues once the outbox's function and the delivery tables exist.
+	const migrated = `SELECT (to_regprocedure('hookbridge.outbox_write(text[], text[], text[], bytea[], text[])') IS NOT NULL)::int
+		+ (to_regclass('hookbridge.delivery_dead_letters') IS NOT NULL)::int`
+	if !awaitCount(ctx, 2, time.Minute, func() int { n, _ := e.count(ctx, migrated); return n }) {
+		return fmt.Errorf("%s did not migrate the database within a minute (log: %s)", in.name, in.proc.log)
 	}
 	return nil
 }
@@ -183,6 +193,29 @@ func (e *deliveryEnv) pace(ctx context.Context, rate float64, n int, msg func(i 
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+	return nil
+}
+
+// awaitDurable waits up to a minute for the durable named name on EVENTS.
+func (e *deliveryEnv) awaitDurable(ctx context.Context, name string) error {
+	nc, err := nats.Connect(e.natsURL, nats.Name("hookbridge-bench"))
+	if err != nil {
+		return fmt.Errorf("connect nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ok := awaitCount(ctx, 1, time.Minute, func() int {
+		if _, err := js.Consumer(ctx, "EVENTS", name); err != nil {
+			return 0
+		}
+		return 1
+	})
+	if !ok {
+		return fmt.Errorf("no durable %s on EVENTS after a minute", name)
 	}
 	return nil
 }

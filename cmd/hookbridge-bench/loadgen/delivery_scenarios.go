@@ -108,7 +108,7 @@ func isolationRun(ctx context.Context, o *DeliveryOptions, bad bool) (Latency, i
 		// over the whole run.
 		if err := env.pace(ctx, o.Rate, o.Endpoints*o.PerEndpoint, func(i int) publisher.Message {
 			ep := i % o.Endpoints
-			return publisher.Message{ID: fmt.Sprintf("iso-%d", i), Subject: fmt.Sprintf("bench.e%d", ep),
+			return publisher.Message{ID: fmt.Sprintf("iso-%d", i), Subject: fmt.Sprintf("events.bench.e%d", ep),
 				Payload: benchBody{Type: "bench.isolation", T: time.Now().UnixNano()}.bytes()}
 		}); err != nil {
 			return false, err
@@ -225,7 +225,7 @@ func deliveryOrder(ctx context.Context, o *DeliveryOptions) (*DeliveryOrderResul
 		// commit, which the relay keeps per ordering key.
 		err := env.pace(ctx, o.Rate, events, func(i int) publisher.Message {
 			key, v := fmt.Sprintf("k%d", i%o.Keys), i/o.Keys+1
-			return publisher.Message{ID: fmt.Sprintf("ord-%s-%d", key, v), Subject: "bench.order", OrderingKey: key,
+			return publisher.Message{ID: fmt.Sprintf("ord-%s-%d", key, v), Subject: "events.bench.order", OrderingKey: key,
 				Header:  map[string]string{keyHeader: key},
 				Payload: benchBody{Type: "bench.order", Key: key, V: v}.bytes()}
 		})
@@ -320,7 +320,7 @@ func deliveryOutage(ctx context.Context, o *DeliveryOptions) (*DeliveryOutageRes
 		var enqueueTimes []time.Time
 		err = env.pace(ctx, o.Rate, events, func(i int) publisher.Message {
 			enqueueTimes = append(enqueueTimes, time.Now())
-			return publisher.Message{ID: fmt.Sprintf("out-%d", i), Subject: "bench.out", Payload: benchBody{Type: "bench.outage"}.bytes()}
+			return publisher.Message{ID: fmt.Sprintf("out-%d", i), Subject: "events.bench.out", Payload: benchBody{Type: "bench.outage"}.bytes()}
 		})
 		wg.Wait()
 		if err != nil {
