@@ -222,7 +222,7 @@ type DeliveryOutageResult struct {
 	Events        int     `json:"events"`
 	Received      int     `json:"received"`
 	Duplicates    int     `json:"duplicates"`
-	// Refused is the events enqueued while the receiver was down.
+	// DuringOutage is the events enqueued while the receiver was down.
 	DuringOutage int `json:"enqueued_during_outage"`
 	// BackToAllSeconds is from the receiver's return to the last event's
 	// first receipt.
@@ -405,7 +405,7 @@ func deliveryThroughput(ctx context.Context, o *DeliveryOptions) (*DeliveryThrou
 		if err := env.start(ctx, hb); err != nil {
 			return false, err
 		}
-		if err := env.awaitDurable(ctx, "delivery_"+ep.name); err != nil {
+		if err := env.awaitDurables(ctx, 1); err != nil {
 			return false, err
 		}
 		if err := hb.stop(); err != nil {

@@ -197,8 +197,10 @@ func (e *deliveryEnv) pace(ctx context.Context, rate float64, n int, msg func(i 
 	return nil
 }
 
-// awaitDurable waits up to a minute for the durable named name on EVENTS.
-func (e *deliveryEnv) awaitDurable(ctx context.Context, name string) error {
+// awaitDurables waits up to a minute for the durables of n endpoints on
+// EVENTS: serve answers ready before its delivery role has made them, and
+// a durable made after an event was published never reads that event.
+func (e *deliveryEnv) awaitDurables(ctx context.Context, n int) error {
 	nc, err := nats.Connect(e.natsURL, nats.Name("hookbridge-bench"))
 	if err != nil {
 		return fmt.Errorf("connect nats: %w", err)
@@ -208,14 +210,21 @@ func (e *deliveryEnv) awaitDurable(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	ok := awaitCount(ctx, 1, time.Minute, func() int {
-		if _, err := js.Consumer(ctx, "EVENTS", name); err != nil {
+	count := func() int {
+		s, err := js.Stream(ctx, "EVENTS")
+		if err != nil {
 			return 0
 		}
-		return 1
-	})
-	if !ok {
-		return fmt.Errorf("no durable %s on EVENTS after a minute", name)
+		found := 0
+		for name := range s.ListConsumers(ctx).Info() {
+			if strings.HasPrefix(name.Name, "delivery_") {
+				found++
+			}
+		}
+		return found
+	}
+	if !awaitCount(ctx, n, time.Minute, count) {
+		return fmt.Errorf("%d of %d endpoint durables on EVENTS after a minute", count(), n)
 	}
 	return nil
 }

@@ -103,6 +103,9 @@ func isolationRun(ctx context.Context, o *DeliveryOptions, bad bool) (Latency, i
 		if err := env.start(ctx, hb); err != nil {
 			return false, err
 		}
+		if err := env.awaitDurables(ctx, len(endpoints)); err != nil {
+			return false, err
+		}
 		fmt.Fprintf(o.Progress, "delivery isolation (bad endpoints: %v): %d endpoints, %d events at %.0f/s\n", bad, o.Endpoints, o.Endpoints*o.PerEndpoint, o.Rate)
 		// Round robin over the endpoints: each gets its events spread
 		// over the whole run.
@@ -200,6 +203,9 @@ func deliveryOrder(ctx context.Context, o *DeliveryOptions) (*DeliveryOrderResul
 			}
 			last = in
 		}
+		if err := env.awaitDurables(ctx, len(endpoints)); err != nil {
+			return false, err
+		}
 		fmt.Fprintf(o.Progress, "delivery order: %d instances, %d ordered endpoints, %d keys × %d versions at %.0f/s\n",
 			o.Instances, o.OrderedEndpoints, o.Keys, o.Versions, o.Rate)
 		killAt := int(o.KillAt * float64(res.Expected))
@@ -290,6 +296,9 @@ func deliveryOutage(ctx context.Context, o *DeliveryOptions) (*DeliveryOutageRes
 			return false, err
 		}
 		if err := env.start(ctx, hb); err != nil {
+			return false, err
+		}
+		if err := env.awaitDurables(ctx, 1); err != nil {
 			return false, err
 		}
 		fmt.Fprintf(o.Progress, "delivery outage: %d events at %.0f/s, the receiver down for %s from %s\n", events, o.Rate, o.Outage, o.Outage/4)
