@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/publisher"
 )
 
@@ -419,9 +420,12 @@ func deliveryThroughput(ctx context.Context, o *DeliveryOptions) (*DeliveryThrou
 		}); err != nil {
 			return false, err
 		}
-		if !awaitCount(ctx, o.Events, o.Settle, func() int {
-			n, _ := env.count(ctx, `SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'`)
-			return n
+		// Enqueued, so pending until relayed.
+		if !awaitCount(ctx, 1, o.Settle, func() int {
+			if n, err := store.OutboxCountPending(ctx, env.pool); err == nil && n == 0 {
+				return 1
+			}
+			return 0
 		}) {
 			return false, errors.New("the relay did not publish the backlog")
 		}

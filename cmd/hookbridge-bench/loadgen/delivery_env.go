@@ -20,7 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/internal/pgtemp"
+	"github.com/hookbridge/hookbridge/internal/store"
 	"github.com/hookbridge/hookbridge/publisher"
+	"github.com/hookbridge/hookbridge/schema"
 )
 
 // deliveryEndpoint is one endpoint of a delivery run's configuration.
@@ -123,11 +125,10 @@ func (e *deliveryEnv) start(ctx context.Context, in *clusterInstance) error {
 		return err
 	}
 	// serve migrates in the background of its readiness: the bench
-	// enqueues once the outbox's function and the delivery tables exist.
-	const migrated = `SELECT (to_regprocedure('hookbridge.outbox_write(text[], text[], text[], bytea[], text[])') IS NOT NULL)::int
-		+ (to_regclass('hookbridge.delivery_dead_letters') IS NOT NULL)::int`
-	if !awaitCount(ctx, 2, time.Minute, func() int { n, _ := e.count(ctx, migrated); return n }) {
-		return fmt.Errorf("%s did not migrate the database within a minute (log: %s)", in.name, in.proc.log)
+	// migrates too (under the same lock, so it waits for serve's or does
+	// the work itself) before it enqueues.
+	if _, err := schema.Migrate(ctx, e.pool, schema.Core()); err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
 }
@@ -229,10 +230,13 @@ func (e *deliveryEnv) awaitDurables(ctx context.Context, n int) error {
 	return nil
 }
 
-// count runs a count query.
-func (e *deliveryEnv) count(ctx context.Context, query string) (int, error) {
-	var n int
-	err := e.pool.QueryRow(ctx, query).Scan(&n)
+// deadLetters counts the unresolved delivery dead letters.
+func (e *deliveryEnv) deadLetters(ctx context.Context) (int, error) {
+	counts, err := store.DeliveryDeadLetterCount(ctx, e.pool)
+	n := 0
+	for _, c := range counts {
+		n += c.Count
+	}
 	return n, err
 }
 

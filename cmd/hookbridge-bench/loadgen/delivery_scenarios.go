@@ -350,7 +350,7 @@ func deliveryOutage(ctx context.Context, o *DeliveryOptions) (*DeliveryOutageRes
 			res.BackToAllSeconds = lastFirst.Sub(upAt).Seconds()
 		}
 		mu.Unlock()
-		if res.DeadLetters, err = env.count(ctx, `SELECT count(*) FROM hookbridge.delivery_dead_letters`); err != nil {
+		if res.DeadLetters, err = env.deadLetters(ctx); err != nil {
 			return false, fmt.Errorf("count dead letters: %w", err)
 		}
 		return !complete || res.DeadLetters > 0, nil
