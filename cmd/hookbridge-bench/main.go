@@ -93,7 +93,7 @@ func newParser(c *command, options ...kong.Option) (*kong.Kong, error) {
 // BenchCmd drives load at hookbridge and measures it; see
 // docs/PERFORMANCE.md.
 type BenchCmd struct {
-	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog), suite (all of them, repeated, with ratios and targets), external (hookbridge serve with the default configuration and a nats-server, each in a process of its own, against the floor and raw commits, repeated; --soak runs it at a steady rate and samples both processes' memory) or cluster (several hookbridge serve processes on one nats-server and one database, under the faults asked for, with order, exactly-once and dead letters counted from the database; see the cluster flags). nats-server runs only the server the external modes start." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite,external,cluster,nats-server" default:"pipeline"`
+	Mode string `help:"What to measure: pipeline (webhooks through hookbridge, end to end, with the exactly-once count check), ingress (in-process, ingress role only), floor (a bare HTTP→publish server), publish-sync, publish-async (raw JetStream), pg-insert (raw Postgres single-row commits), drain (consumer apply throughput on a backlog), suite (all of them, repeated, with ratios and targets), external (hookbridge serve with the default configuration and a nats-server, each in a process of its own, against the floor and raw commits, repeated; --soak runs it at a steady rate and samples both processes' memory) cluster (several hookbridge serve processes on one nats-server and one database, under the faults asked for, with order, exactly-once and dead letters counted from the database; see the cluster flags) or delivery (hookbridge serve processes with the relay and delivery roles, an outbox the bench fills and receivers it runs: throughput against a bare HTTP client, isolation of a failing and a slow endpoint, order across a SIGKILL, and an outage of the receiver; see the delivery flags). nats-server runs only the server the external modes start." enum:"pipeline,ingress,floor,publish-sync,publish-async,pg-insert,drain,suite,external,cluster,delivery,nats-server" default:"pipeline"`
 
 	URL    string `help:"Base URL of a running hookbridge (pipeline mode). Empty starts one in-process with an embedded JetStream in a temporary directory and a fresh database created on --database-url's server and dropped afterwards."`
 	Secret string `help:"Signing secret of --source (with --url; default: the source's configured secret)."`
@@ -134,7 +134,8 @@ type BenchCmd struct {
 	CPUProfile string `name:"cpu-profile" help:"Write a CPU profile of the whole process (load generator and in-process hookbridge) to this file." type:"path"`
 	MemProfile string `name:"mem-profile" help:"Pipeline mode: write a heap profile of the whole process to this file once every event was applied, before the in-process hookbridge stops." type:"path"`
 
-	ClusterFlags `embed:""`
+	ClusterFlags  `embed:""`
+	DeliveryFlags `embed:""`
 }
 
 // Run implements the bench command.
@@ -183,7 +184,7 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 		}
 		out, err := c.runFloor(ctx, f, progress)
 		return c.finish(out, err, rt.stdout)
-	case "external", "cluster":
+	case "external", "cluster", "delivery":
 		self, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("bench: find the hookbridge-bench binary: %w", err)
@@ -193,6 +194,10 @@ func (c *BenchCmd) Run(ctx context.Context, g *cli.Globals, rt *runtime) error {
 			return fmt.Errorf("bench: %w", err)
 		}
 		defer cleanup()
+		if c.Mode == "delivery" {
+			out, err := orNil(loadgen.Delivery(ctx, c.deliveryOptions(exe, self, cfg.PoolURL(), progress)))
+			return c.finish(out, err, rt.stdout)
+		}
 		if c.Mode == "cluster" {
 			out, err := orNil(loadgen.Cluster(ctx, c.clusterOptions(exe, self, cfg.PoolURL(), progress)))
 			return c.finish(out, err, rt.stdout)
@@ -461,6 +466,8 @@ func isNil(v any) bool {
 		return x == nil
 	case *loadgen.ClusterResult:
 		return x == nil
+	case *loadgen.DeliveryResult:
+		return x == nil
 	}
 	return false
 }
@@ -492,4 +499,38 @@ func (c *BenchCmd) clusterOptions(exe, self, adminURL string, progress io.Writer
 		Versions: f.Versions, Orders: f.Orders, Concurrency: c.Concurrency, Rate: c.Rate, KillAt: f.KillAt, RestartAt: f.RestartAt,
 		RestartDelay: f.RestartDelay, Rolling: f.Rolling, FailKeys: f.FailKeys, FailFor: f.FailFor, PaidFirst: c.PaidFirst,
 		PaidEvery: c.PaidEvery, Replay: f.Replay, UnkeyAfter: f.UnkeyAfter, AckWait: f.AckWait, Settle: f.Settle, Progress: progress}
+}
+
+// DeliveryFlags are --mode delivery's own flags. The defaults keep a run
+// of every scenario within a few minutes plus --outage.
+type DeliveryFlags struct {
+	Scenarios        []string        `name:"delivery-scenarios" help:"Delivery: the scenarios to run, in this order." default:"throughput,isolation,order,outage" enum:"throughput,isolation,order,outage"`
+	Concurrency      int             `name:"delivery-concurrency" help:"Delivery: every endpoint's concurrency, and the floor's posts in flight." default:"16"`
+	Timeout          time.Duration   `name:"delivery-timeout" help:"Delivery: every endpoint's timeout; the lease a killed instance holds is this plus 10s." default:"5s"`
+	Retry            []time.Duration `name:"delivery-retry" help:"Delivery: every endpoint's retry schedule, the first step 0s (empty: hookbridge's default, whose third step is 5m)."`
+	Rate             float64         `name:"delivery-rate" help:"Delivery: events per second the isolation, order and outage scenarios enqueue." default:"100"`
+	Events           int             `name:"delivery-events" help:"Delivery throughput: events relayed to EVENTS before the delivery instance starts." default:"5000"`
+	MinRatio         float64         `name:"delivery-min-ratio" help:"Delivery throughput: the promise, deliveries/s at least this share of the bare client's posts/s." default:"0.8"`
+	Endpoints        int             `name:"delivery-endpoints" help:"Delivery isolation: endpoints, one answering 503 and one slow." default:"100"`
+	PerEndpoint      int             `name:"delivery-per-endpoint" help:"Delivery isolation: events per endpoint." default:"10"`
+	SlowFor          time.Duration   `name:"delivery-slow-for" help:"Delivery isolation: how long the slow endpoint takes to answer." default:"2s"`
+	MaxP99Ratio      float64         `name:"delivery-max-p99-ratio" help:"Delivery isolation: the promise, the healthy endpoints' p99 at most this multiple of the run without the bad two." default:"1.5"`
+	Instances        int             `name:"delivery-instances" help:"Delivery order: serve instances; the last is SIGKILLed." default:"2"`
+	OrderedEndpoints int             `name:"delivery-ordered-endpoints" help:"Delivery order: ordered endpoints, all sent the same events." default:"2"`
+	Keys             int             `name:"delivery-keys" help:"Delivery order: keys." default:"20"`
+	Versions         int             `name:"delivery-versions" help:"Delivery order: events per key." default:"20"`
+	KillAt           float64         `name:"delivery-kill-at" help:"Delivery order: the share of the deliveries at which the last instance is SIGKILLed." default:"0.4"`
+	Outage           time.Duration   `help:"Delivery outage: how long the receiver is down, under load from a quarter of this before to a quarter after." default:"2m"`
+	Settle           time.Duration   `name:"delivery-settle" help:"Delivery: stop waiting for deliveries when none arrived for this long (the retry schedule's step after the outage must fit)." default:"6m"`
+}
+
+// deliveryOptions are the delivery run's options, with serve run by exe
+// and nats-server by self.
+func (c *BenchCmd) deliveryOptions(exe, self, adminURL string, progress io.Writer) loadgen.DeliveryOptions {
+	f := c.DeliveryFlags
+	return loadgen.DeliveryOptions{Exe: exe, NATSExe: self, AdminURL: adminURL, Scenarios: f.Scenarios, Concurrency: f.Concurrency,
+		Timeout: f.Timeout, Retry: f.Retry, Rate: f.Rate, Events: f.Events, MinRatio: f.MinRatio, Endpoints: f.Endpoints,
+		PerEndpoint: f.PerEndpoint, SlowFor: f.SlowFor, MaxP99Ratio: f.MaxP99Ratio, Instances: f.Instances,
+		OrderedEndpoints: f.OrderedEndpoints, Keys: f.Keys, Versions: f.Versions, KillAt: f.KillAt, Outage: f.Outage,
+		Settle: f.Settle, Progress: progress}
 }

@@ -65,7 +65,10 @@ func (in *clusterInstance) startLocked(ctx context.Context, exe string) error {
 		return err
 	}
 	query := ""
-	if len(in.roles) == 1 {
+	// readyz narrows to the ingress, consumer and relay roles only; an
+	// instance of the delivery role alone is ready when all its
+	// dependencies are.
+	if len(in.roles) == 1 && in.roles[0] != "delivery" {
 		query = "?role=" + in.roles[0]
 	}
 	// serve migrates, connects and creates its durables before it is
