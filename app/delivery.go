@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/sourcegraph/conc/pool"
-
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/metrics"
@@ -15,22 +13,42 @@ import (
 // of "all" when endpoints are configured.
 const RoleDelivery = "delivery"
 
-// startDelivery starts the delivery of the configured endpoints in group
-// (the endpoints are spread over the instances running the role, one
-// reader each). EVENTS exists by then: Run ensures every stream before
-// any role starts, whatever the roles (a second update of EVENTS here
-// would only race the senders' consumer creates).
-func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) error {
+// newDelivery is the manager of the configured endpoints' delivery, nil
+// when there are none or this instance runs neither the relay nor the
+// delivery role. Its endpoints' durables exist when it returns (serve
+// calls it before the relay starts and before it reports ready): a
+// durable starts with the events published after it, so an event the
+// relay published first would never reach a new endpoint. Only the
+// delivery role runs it (startDelivery).
+func (s *Server) newDelivery(ctx context.Context) (*delivery.Manager, error) {
+	if !s.roles[RoleRelay] && !s.roles[RoleDelivery] {
+		return nil, nil
+	}
 	endpoints, err := s.cfg.Delivery.resolved(nil)
+	if err != nil || len(endpoints) == 0 {
+		return nil, err
+	}
+	var tracer delivery.Tracer
+	if s.roles[RoleDelivery] {
+		if tracer, err = s.registerDeliveryMetrics(endpoints); err != nil {
+			return nil, err
+		}
+	}
+	m, err := delivery.NewManager(delivery.Options{Endpoints: endpoints, JS: s.js, Pool: s.pool,
+		Sign: verify.SignStandard, Logger: s.log, Tracer: tracer})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(endpoints) == 0 {
-		return nil
-	}
+	m.CreateDurables(ctx)
+	return m, nil
+}
+
+// registerDeliveryMetrics registers the delivery role's metrics and returns the
+// tracer that feeds them.
+func (s *Server) registerDeliveryMetrics(endpoints []delivery.Endpoint) (delivery.Tracer, error) {
 	dm, err := metrics.NewDelivery(s.tel.metrics)
 	if err != nil {
-		return fmt.Errorf("delivery metrics: %w", err)
+		return nil, fmt.Errorf("delivery metrics: %w", err)
 	}
 	names := make([]string, 0, len(endpoints))
 	for _, e := range endpoints {
@@ -41,15 +59,9 @@ func (s *Server) startDelivery(ctx context.Context, group *pool.ContextPool) err
 		return deliveryState(ctx, s, endpoints, names)
 	}
 	if err := s.tel.metrics.Register(metrics.NewDeliveryCollector(state, 0)); err != nil {
-		return fmt.Errorf("delivery metrics: %w", err)
+		return nil, fmt.Errorf("delivery metrics: %w", err)
 	}
-	m, err := delivery.NewManager(delivery.Options{Endpoints: endpoints, JS: s.js, Pool: s.pool,
-		Sign: verify.SignStandard, Logger: s.log, Tracer: s.deliveryTracer(dm)})
-	if err != nil {
-		return err
-	}
-	s.goRole(group, "delivery", m.Run)
-	return nil
+	return s.deliveryTracer(dm), nil
 }
 
 // deliveryState is what the delivery's scrape-time metrics report: each

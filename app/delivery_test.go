@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -163,5 +164,59 @@ func TestDeliveryIsObserved(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// Outbox rows committed before serve starts reach a new endpoint, also
+// when the relay runs on an instance of its own and the delivery role
+// starts only after the relay published them: every instance running the
+// relay or the delivery role creates the endpoints' durables before the
+// relay publishes (a durable starts with the events published after it,
+// so the events a relay published first were lost to the endpoint).
+func TestOutboxRelayedBeforeTheDeliveryRoleStartsReachesANewEndpoint(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	var mu sync.Mutex
+	seen := map[string]int{}
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Webhook-Id")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(recv.Close)
+	db := hookbridgetest.Postgres(t)
+	ns := hookbridgetest.NATS(t)
+	for i := range n {
+		err := pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
+			return publisher.Enqueue(context.Background(), tx, publisher.Message{ID: fmt.Sprintf("early-%d", i),
+				Subject: "events.orders.created", Payload: []byte(`{"order_id":"1"}`)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := testConfig(t, ordersHandlers(), func(c *Config) {
+		c.DatabaseURL, c.NATSURL = db.URL, ns.URL()
+		c.Delivery.Endpoints = []EndpointConfig{{Name: "partner", URL: recv.URL, Subjects: stringList{"events.orders.>"},
+			Secrets: stringList{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, AllowPrivate: true}}
+	})
+	startServer(t, cfg, ordersHandlers(), RoleRelay)
+	db.AwaitCount(t, n, "SELECT count(*) FROM hookbridge.outbox WHERE status = 'sent'")
+	deliverer := startServer(t, cfg, ordersHandlers(), RoleDelivery)
+	// A load balancer or a script can ask for the delivery role alone.
+	hookbridgetest.Eventually(t, time.Minute, "/readyz?role=delivery answered 200", func() bool {
+		resp, err := http.Get("http://" + deliverer.addr + "/readyz?role=delivery")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	db.AwaitCount(t, n, "SELECT count(DISTINCT event_id) FROM hookbridge.delivery_attempts WHERE endpoint = 'partner' AND status_code = 204")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Fatalf("receiver saw %d distinct events, want %d", len(seen), n)
 	}
 }

@@ -47,11 +47,11 @@ func readyz(checks []check, warnings ...func() []string) http.HandlerFunc {
 		defer cancel()
 		role := r.URL.Query().Get("role")
 		switch role {
-		case "", RoleIngress, RoleConsumer, RoleRelay:
+		case "", RoleIngress, RoleConsumer, RoleRelay, RoleDelivery:
 		default:
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(map[string]any{"ready": false, "error": "role must be ingress, consumer or relay"})
+			_ = json.NewEncoder(w).Encode(map[string]any{"ready": false, "error": "role must be ingress, consumer, relay or delivery"})
 			return
 		}
 		status := http.StatusOK

@@ -310,7 +310,7 @@ func (s *Server) readinessChecks(needsDB bool, guard *storeGuard) []check {
 		return err
 	}}}
 	if needsDB {
-		checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay}})
+		checks = append(checks, check{name: "postgres", fn: s.pingPostgres, roles: []string{RoleConsumer, RoleRelay, RoleDelivery}})
 	}
 	checks = append(checks, s.consumerChecks()...)
 	if s.roles[RoleIngress] {
@@ -522,6 +522,12 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 			return s.fail("sql consumers", err)
 		}
 	}
+	// The endpoints' durables exist before the relay publishes and before
+	// the instance reports ready (newDelivery).
+	dm, err := s.newDelivery(ctx)
+	if err != nil {
+		return s.fail("delivery", err)
+	}
 	s.markMigrated()
 	group := pool.New().WithErrors().WithContext(ctx).WithCancelOnError().WithFirstError()
 	if s.roles[RoleConsumer] {
@@ -543,10 +549,12 @@ func (s *Server) runDatabaseRoles(ctx context.Context) error {
 	if s.roles[RoleRelay] {
 		s.goRole(group, "relay", s.newRelay().Run)
 	}
-	if s.roles[RoleDelivery] {
-		if err := s.startDelivery(ctx, group); err != nil {
-			return s.fail("delivery", err)
-		}
+	if s.roles[RoleDelivery] && dm != nil {
+		// The endpoints are spread over the instances running the role,
+		// one reader each. EVENTS exists by then: Run ensures every
+		// stream before any role starts (a second update of EVENTS here
+		// would only race the senders' consumer creates).
+		s.goRole(group, "delivery", dm.Run)
 	}
 	return group.Wait()
 }

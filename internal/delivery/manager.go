@@ -290,11 +290,17 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// createDurables creates the durables of the endpoints that have none
+// CreateDurables creates the durables of the endpoints that have none
 // yet, whichever instance reads them, so that a new endpoint's events
 // are those published from the start of the first instance that knows it
 // (a durable starts with the events published after it is created). An
-// existing durable is left to the endpoint's reader to update.
+// existing durable is left to the endpoint's reader to update. serve calls
+// it before its relay starts and before it reports ready, on every
+// instance running the relay or the delivery role: an event the relay
+// published before the durable existed would never reach the endpoint.
+// Run calls it too.
+func (m *Manager) CreateDurables(ctx context.Context) { m.createDurables(ctx) }
+
 func (m *Manager) createDurables(ctx context.Context) {
 	states := map[string]string{}
 	if rows, err := store.DeliveryEndpointList(ctx, m.opts.Pool); err == nil {
