@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/hookbridge/hookbridge/internal/store"
@@ -81,14 +80,7 @@ func (r *recorder) drain() {
 func (r *recorder) write(ctx context.Context, rows []store.DeliveryAttempt) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := pgx.BeginFunc(wctx, r.pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		for _, a := range rows {
-			store.QueueDeliveryAttemptInsert(b, a)
-		}
-		return tx.SendBatch(wctx, b).Close()
-	})
-	if err != nil {
+	if err := store.DeliveryAttemptsInsert(wctx, r.pool, rows); err != nil {
 		// The history is worth less than the deliveries: logged, not retried.
 		r.log.Warn("delivery: record attempts", "rows", len(rows), "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 
 var (
 	sqlDeliveryAttemptInsert         = load("delivery_attempt_insert.sql")
+	sqlDeliveryAttemptsInsert        = load("delivery_attempts_insert.sql")
 	sqlDeliveryAttemptListForEvent   = load("delivery_attempt_list_for_event.sql")
 	sqlDeliveryAttemptListRecent     = load("delivery_attempt_list_recent.sql")
 	sqlDeliveryDeadLetterInsert      = load("delivery_dead_letter_insert.sql")
@@ -50,11 +52,19 @@ func DeliveryAttemptInsert(ctx context.Context, q Querier, a DeliveryAttempt) er
 	return err
 }
 
-// QueueDeliveryAttemptInsert adds the insert of a to b, for recording
-// many attempts in one transaction.
-func QueueDeliveryAttemptInsert(b *pgx.Batch, a DeliveryAttempt) {
-	b.Queue(sqlDeliveryAttemptInsert, a.Endpoint, a.EventID, a.Subject, int64(a.StreamSeq),
-		a.Attempt, a.StatusCode, a.ErrorClass, a.Excerpt, a.Duration.Milliseconds())
+// DeliveryAttemptsInsert records the attempts in one statement.
+func DeliveryAttemptsInsert(ctx context.Context, q Querier, attempts []DeliveryAttempt) error {
+	n := len(attempts)
+	endpoints, ids, subjects, excerpts, classes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seqs := make([]int64, n)
+	nums, codes, ms := make([]int32, n), make([]int32, n), make([]int32, n)
+	for i, a := range attempts {
+		endpoints[i], ids[i], subjects[i], seqs[i] = a.Endpoint, a.EventID, a.Subject, int64(a.StreamSeq)
+		nums[i], codes[i], classes[i], excerpts[i] = int32(a.Attempt), int32(a.StatusCode), a.ErrorClass, a.Excerpt
+		ms[i] = int32(min(a.Duration.Milliseconds(), math.MaxInt32))
+	}
+	_, err := q.Exec(ctx, sqlDeliveryAttemptsInsert, endpoints, ids, subjects, seqs, nums, codes, classes, excerpts, ms)
+	return err
 }
 
 // DeliveryAttemptListForEvent returns the attempts of event id on

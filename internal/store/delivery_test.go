@@ -193,3 +193,38 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// The recorder's batch is one statement: every attempt is a row, as
+// DeliveryAttemptInsert writes one (no status is NULL, the latency in
+// milliseconds), and an event's history reads them back.
+func TestDeliveryAttemptsInsertWritesEveryRow(t *testing.T) {
+	t.Parallel()
+	db := hookbridgetest.Postgres(t)
+	ctx := context.Background()
+	in := []store.DeliveryAttempt{
+		{Endpoint: "e1", EventID: "ev1", Subject: "events.x", StreamSeq: 1, Attempt: 1, StatusCode: 204, Duration: 12 * time.Millisecond},
+		{Endpoint: "e1", EventID: "ev2", Subject: "events.x", StreamSeq: 2, Attempt: 1, ErrorClass: "timeout", Duration: 3 * time.Second},
+		{Endpoint: "e2", EventID: "ev1", Subject: "events.x", StreamSeq: 1, Attempt: 2, StatusCode: 503, Excerpt: "busy"},
+	}
+	if err := store.DeliveryAttemptsInsert(ctx, db.Pool, in); err != nil {
+		t.Fatal(err)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_attempts`); n != len(in) {
+		t.Fatalf("%d rows, want %d", n, len(in))
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_attempts WHERE status_code IS NULL AND error_class = 'timeout' AND duration_ms = 3000`); n != 1 {
+		t.Fatalf("%d rows of the timed-out attempt, want 1", n)
+	}
+	got, err := store.DeliveryAttemptListForEvent(ctx, db.Pool, "", "ev1")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("ev1's attempts: %+v, %v", got, err)
+	}
+	for _, a := range got {
+		if a.Endpoint == "e2" && (a.StatusCode != 503 || a.Excerpt != "busy" || a.Attempt != 2) {
+			t.Fatalf("e2's attempt read back as %+v", a)
+		}
+		if a.Endpoint == "e1" && (a.StatusCode != 204 || a.Duration != 12*time.Millisecond) {
+			t.Fatalf("e1's attempt read back as %+v", a)
+		}
+	}
+}
