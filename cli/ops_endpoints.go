@@ -305,6 +305,10 @@ func (c *endpointsReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		res, err := o.EndpointReplay(ctx, c.Name, sel, c.DryRun)
 		if err != nil {
+			// A replay can fail after it queued some: say how many.
+			if res.Queued > 0 {
+				fmt.Fprintf(rt.stdout, "%s: %d event(s) matched, queued %d before the error\n", c.Name, res.Matched, res.Queued)
+			}
 			return fmt.Errorf("endpoints replay: %w", dbError(err))
 		}
 		if c.JSON {
@@ -406,6 +410,10 @@ func (c *endpointsDeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
 		res, err := o.EndpointDeadLettersRequeue(ctx, f, c.OutOfOrder, c.DryRun)
 		if err != nil {
+			// A requeue can fail after it requeued some: say which.
+			if len(res.Done) > 0 {
+				_ = printTriage(rt, c.JSON, "requeued", res)
+			}
 			return fmt.Errorf("endpoints dead-letters requeue: %w", dbError(err))
 		}
 		return printTriage(rt, c.JSON, "requeued", res)
