@@ -459,6 +459,10 @@ func printTriage(rt *runtime, asJSON bool, verb string, res ops.EndpointTriageRe
 		fmt.Fprintf(rt.stdout, "%d refused %v: a later event of their key has reached the endpoint; requeue them with --out-of-order to send them after it\n",
 			len(res.Refused), res.Refused)
 	}
+	if len(res.NotConfigured) > 0 {
+		fmt.Fprintf(rt.stdout, "%d not requeued %v: their endpoint is no longer configured, so nothing would send them; discard them\n",
+			len(res.NotConfigured), res.NotConfigured)
+	}
 	if len(res.Raced) > 0 {
 		fmt.Fprintf(rt.stdout, "%d resolved meanwhile by another action %v\n", len(res.Raced), res.Raced)
 	}
