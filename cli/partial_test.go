@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -38,7 +40,19 @@ CREATE TRIGGER fail_promote BEFORE UPDATE ON hookbridge.delivery_pending
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := runOps(t, "endpoints", "dead-letters", "requeue", fmt.Sprint(id), "--database-url", db.URL)
+	// partner is configured: a requeue may queue for it.
+	path := filepath.Join(t.TempDir(), "hookbridge.yaml")
+	yaml := `delivery:
+  endpoints:
+    - name: partner
+      url: https://partner.example/hooks
+      subjects: [events.orders.>]
+      secrets: [whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw]
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runOps(t, "endpoints", "dead-letters", "requeue", fmt.Sprint(id), "--config", path, "--database-url", db.URL)
 	if err == nil || !strings.Contains(err.Error(), "requeued 1") {
 		t.Fatalf("requeue: error %v, want one naming the requeue", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/ops"
 )
 
@@ -50,6 +51,7 @@ VALUES ($1, 'ev-' || $2::bigint, 'events.orders.paid', $2::bigint, 1, 's:events.
 // and the audit line names them.
 func TestAPIRequeueThatFailsAfterRequeuingSaysWhich(t *testing.T) {
 	e := newAPIEnv(t)
+	e.ops.Endpoints = []delivery.Endpoint{{Name: "partner"}} // configured: a requeue may queue for it
 	id := insertDeliveryDeadLetter(t, e, "partner", 7)
 	failPromoteHeads(t, e)
 
