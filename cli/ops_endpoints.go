@@ -306,7 +306,10 @@ func (c *endpointsReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 		res, err := o.EndpointReplay(ctx, c.Name, sel, c.DryRun)
 		if err != nil {
 			// A replay can fail after it queued some: say how many.
-			if res.Queued > 0 {
+			switch {
+			case res.Queued > 0 && c.JSON:
+				_ = writeJSON(rt.stdout, res)
+			case res.Queued > 0:
 				fmt.Fprintf(rt.stdout, "%s: %d event(s) matched, queued %d before the error\n", c.Name, res.Matched, res.Queued)
 			}
 			return fmt.Errorf("endpoints replay: %w", dbError(err))
