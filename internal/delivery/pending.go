@@ -57,7 +57,7 @@ func (s *Sender) pgRound(ctx context.Context, work *conc.WaitGroup) (time.Durati
 			delete(s.pgEnded, seq)
 		}
 	}
-	room := 2*max(1, s.e.Concurrency) - busy - len(s.held)
+	room := 2*max(1, s.e.Concurrency) - busy
 	s.mu.Unlock()
 	if idle || !s.leased() {
 		return time.Second, nil
@@ -65,7 +65,9 @@ func (s *Sender) pgRound(ctx context.Context, work *conc.WaitGroup) (time.Durati
 	if !s.e.Ordered && room <= 0 {
 		// As many rows are prepared or in flight as the live deliveries'
 		// window (reader.go): the rest wait in Postgres, not in memory.
-		// Each row's end wakes the loop.
+		// Each row's end wakes the loop. (The live deliveries held do not
+		// count here, since their end does not wake it; the reader counts
+		// these rows against its own window instead.)
 		return s.m.t.pgPoll, nil
 	}
 	pool, name := s.m.opts.Pool, s.e.Name
