@@ -305,6 +305,13 @@ func (c *endpointsReplayCmd) Run(ctx context.Context, g *Globals, rt *runtime) e
 	return withOps(ctx, cfg, rt, c.natsFlags, true, func(o *ops.Ops) error {
 		res, err := o.EndpointReplay(ctx, c.Name, sel, c.DryRun)
 		if err != nil {
+			// A replay can fail after it queued some: say how many.
+			switch {
+			case res.Queued > 0 && c.JSON:
+				_ = writeJSON(rt.stdout, res)
+			case res.Queued > 0:
+				fmt.Fprintf(rt.stdout, "%s: %d event(s) matched, queued %d before the error\n", c.Name, res.Matched, res.Queued)
+			}
 			return fmt.Errorf("endpoints replay: %w", dbError(err))
 		}
 		if c.JSON {
@@ -406,6 +413,10 @@ func (c *endpointsDeadLettersRequeueCmd) Run(ctx context.Context, g *Globals, rt
 	return withOps(ctx, cfg, rt, natsFlags{}, false, func(o *ops.Ops) error {
 		res, err := o.EndpointDeadLettersRequeue(ctx, f, c.OutOfOrder, c.DryRun)
 		if err != nil {
+			// A requeue can fail after it requeued some: say which.
+			if len(res.Done) > 0 {
+				_ = printTriage(rt, c.JSON, "requeued", res)
+			}
 			return fmt.Errorf("endpoints dead-letters requeue: %w", dbError(err))
 		}
 		return printTriage(rt, c.JSON, "requeued", res)
@@ -450,6 +461,10 @@ func printTriage(rt *runtime, asJSON bool, verb string, res ops.EndpointTriageRe
 	if len(res.Refused) > 0 {
 		fmt.Fprintf(rt.stdout, "%d refused %v: a later event of their key has reached the endpoint; requeue them with --out-of-order to send them after it\n",
 			len(res.Refused), res.Refused)
+	}
+	if len(res.NotConfigured) > 0 {
+		fmt.Fprintf(rt.stdout, "%d not requeued %v: their endpoint is no longer configured, so nothing would send them; discard them\n",
+			len(res.NotConfigured), res.NotConfigured)
 	}
 	if len(res.Raced) > 0 {
 		fmt.Fprintf(rt.stdout, "%d resolved meanwhile by another action %v\n", len(res.Raced), res.Raced)

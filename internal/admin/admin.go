@@ -209,6 +209,13 @@ func sameOrigin(r *http.Request) error {
 }
 
 func (h *Handler) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := h.errorStatus(r, err)
+	writeError(w, code, msg)
+}
+
+// errorStatus is the status and message err answers (logged when it is
+// the server's).
+func (h *Handler) errorStatus(r *http.Request, err error) (int, string) {
 	var he httpError
 	var mbe *http.MaxBytesError
 	code := http.StatusInternalServerError
@@ -230,7 +237,7 @@ func (h *Handler) answerError(w http.ResponseWriter, r *http.Request, err error)
 	if code == http.StatusInternalServerError {
 		h.log.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", msg)
 	}
-	writeError(w, code, msg)
+	return code, msg
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {

@@ -105,7 +105,12 @@ func (h *Handler) replayEndpoint(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	res, err := h.o.Ops.EndpointReplay(r.Context(), name, sel, req.DryRun)
 	if err != nil {
-		h.audit(r, "endpoint.replay", "endpoint/"+name, "failed", "err", err.Error())
+		h.audit(r, "endpoint.replay", "endpoint/"+name, "failed", "err", err.Error(), "matched", res.Matched, "queued", res.Queued)
+		if res.Queued > 0 {
+			// It queued some before the error: the answer says how many.
+			h.partial(w, r, err, res)
+			return nil
+		}
 		return err
 	}
 	if !req.DryRun {
@@ -182,7 +187,12 @@ func (h *Handler) triageDeliveryDeadLetters(discard bool) func(w http.ResponseWr
 			res, err = h.o.Ops.EndpointDeadLettersRequeue(r.Context(), req.filter(), req.OutOfOrder, req.DryRun)
 		}
 		if err != nil {
-			h.audit(r, action, "delivery-dead-letters", "failed", "err", err.Error())
+			h.audit(r, action, "delivery-dead-letters", "failed", "err", err.Error(), "ids", res.Done)
+			if len(res.Done) > 0 {
+				// It requeued some before the error: the answer says which.
+				h.partial(w, r, err, res)
+				return nil
+			}
 			return err
 		}
 		if !req.DryRun {
@@ -204,4 +214,14 @@ func (h *Handler) deliveries(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, hist)
 	return nil
+}
+
+// partial answers an action that failed after it changed something: the
+// error's status and message, and in "result" what it did all the same.
+func (h *Handler) partial(w http.ResponseWriter, r *http.Request, err error, res any) {
+	code, msg := h.errorStatus(r, err)
+	writeJSON(w, code, struct {
+		Error  string `json:"error"`
+		Result any    `json:"result"`
+	}{msg, res})
 }

@@ -231,6 +231,10 @@ type RequeueOptions struct {
 	OutOfOrder bool
 	// DryRun counts without acting.
 	DryRun bool
+	// Endpoints are the configured endpoints' names (nil: not checked):
+	// a requeue refuses a dead letter of any other, since no reader
+	// would send what it queues.
+	Endpoints []string
 }
 
 // RequeueResult counts what a [Requeue] or a [Discard] did.
@@ -243,6 +247,9 @@ type RequeueResult struct {
 	// Refused are dead letters of ordered endpoints a later event of
 	// their key has passed (requeue them with OutOfOrder).
 	Refused []int64 `json:"refused,omitempty"`
+	// NotConfigured are dead letters of endpoints no longer configured,
+	// not requeued (nothing would send them; discard them).
+	NotConfigured []int64 `json:"not_configured,omitempty"`
 	// Raced are those another action resolved meanwhile.
 	Raced  []int64 `json:"raced,omitempty"`
 	DryRun bool    `json:"dry_run,omitempty"`
@@ -264,6 +271,10 @@ func Requeue(ctx context.Context, pool *pgxpool.Pool, o RequeueOptions) (Requeue
 	res := RequeueResult{Matched: len(dls), DryRun: o.DryRun, Done: []int64{}}
 	var ids []int64
 	for _, d := range dls {
+		if o.Endpoints != nil && !slices.Contains(o.Endpoints, d.Endpoint) {
+			res.NotConfigured = append(res.NotConfigured, d.ID)
+			continue
+		}
 		if d.PassedAt != nil && !o.OutOfOrder {
 			res.Refused = append(res.Refused, d.ID)
 			continue

@@ -48,9 +48,27 @@ func (s *Sender) pgRound(ctx context.Context, work *conc.WaitGroup) (time.Durati
 	s.mu.Lock()
 	idle := s.disabled || s.stopping
 	busy := len(s.pgBusy)
+	// Rows whose delivery ends from now on may still be due in what the
+	// query below reads: they are not started again in this look.
+	s.pgLooks++
+	look := s.pgLooks
+	for seq, at := range s.pgEnded {
+		if at < look {
+			delete(s.pgEnded, seq)
+		}
+	}
+	room := 2*max(1, s.e.Concurrency) - busy
 	s.mu.Unlock()
 	if idle || !s.leased() {
 		return time.Second, nil
+	}
+	if !s.e.Ordered && room <= 0 {
+		// As many rows are prepared or in flight as the live deliveries'
+		// window (reader.go): the rest wait in Postgres, not in memory.
+		// Each row's end wakes the loop. (The live deliveries held do not
+		// count here, since their end does not wake it; the reader counts
+		// these rows against its own window instead.)
+		return s.m.t.pgPoll, nil
 	}
 	pool, name := s.m.opts.Pool, s.e.Name
 	if err := s.reloadKeys(ctx); err != nil {
@@ -58,8 +76,9 @@ func (s *Sender) pgRound(ctx context.Context, work *conc.WaitGroup) (time.Durati
 	}
 	limit := dueBatch
 	if !s.e.Ordered {
-		// As many as may start, besides those already being delivered.
-		limit = max(1, s.e.Concurrency) + busy
+		// As many as may start, besides those already being delivered
+		// (still due, they come first).
+		limit = room + busy
 	}
 	rows, err := store.DeliveryPendingDue(ctx, pool, name, limit)
 	if err != nil {
@@ -72,7 +91,7 @@ func (s *Sender) pgRound(ctx context.Context, work *conc.WaitGroup) (time.Durati
 			continue
 		}
 		s.mu.Lock()
-		if !s.pgBusy[r.StreamSeq] && !s.stopping {
+		if !s.pgBusy[r.StreamSeq] && s.pgEnded[r.StreamSeq] != look && !s.stopping && started < room {
 			s.pgBusy[r.StreamSeq] = true
 			started++
 			it := s.rowItem(r)
@@ -102,6 +121,7 @@ func (s *Sender) runRow(ctx context.Context, it *item) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.pgBusy, it.seq)
+		s.pgEnded[it.seq] = s.pgLooks
 		s.mu.Unlock()
 		poke(s.roomCh)
 		poke(s.wakePG)

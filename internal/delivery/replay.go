@@ -164,6 +164,10 @@ func scanEvents(ctx context.Context, js jetstream.JetStream, filters []string, s
 			if (sel.ToSeq > 0 && seq > sel.ToSeq) || (!sel.Until.IsZero() && !md.Timestamp.Before(sel.Until)) {
 				return out, false, nil
 			}
+			if !sel.Since.IsZero() && md.Timestamp.Before(sel.Since) {
+				// Read from FromSeq: the time still bounds it from below.
+				continue
+			}
 			h := m.Headers()
 			id := eventID(h, seq)
 			if len(ids) > 0 && !ids[id] || !keep(m.Subject()) {

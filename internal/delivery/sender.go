@@ -144,7 +144,12 @@ type Sender struct {
 	held map[uint64]*item
 	// pgBusy are the Postgres rows being delivered (unordered).
 	pgBusy map[uint64]bool
-	keys   map[string]*keyState
+	// pgLooks counts the Postgres loop's looks; pgEnded is the look
+	// during which each row's delivery last ended (unordered), so a look
+	// whose read began before a row's end does not start it again.
+	pgLooks uint64
+	pgEnded map[uint64]uint64
+	keys    map[string]*keyState
 	// deadKeys are keys with a dead letter no later event has passed.
 	deadKeys map[string]bool
 	// epoch counts fences: a live delivery of an older epoch may have
@@ -177,7 +182,7 @@ func newSender(m *Manager, e Endpoint, leased func() bool) *Sender {
 	s := &Sender{
 		e: e, m: m, log: m.log.With("endpoint", e.Name), ackWait: e.Timeout + ackMargin, leased: leased,
 		slots: make(chan struct{}, e.Concurrency), wakePG: make(chan struct{}, 1), roomCh: make(chan struct{}, 1),
-		held: map[uint64]*item{}, pgBusy: map[uint64]bool{}, keys: map[string]*keyState{}, deadKeys: map[string]bool{},
+		held: map[uint64]*item{}, pgBusy: map[uint64]bool{}, pgEnded: map[uint64]uint64{}, keys: map[string]*keyState{}, deadKeys: map[string]bool{},
 	}
 	s.client = m.client(e)
 	if e.Rate > 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/hookbridge/hookbridge/bridge/verify"
 	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/store"
+	"github.com/hookbridge/hookbridge/internal/stream"
 )
 
 // deadLettered runs e until each event is dead-lettered (the receiver
@@ -483,5 +484,27 @@ func TestTracerSeesAttemptsAndDeadLetters(t *testing.T) {
 	}
 	if len(states) < 3 || states[0] != delivery.StateFailing || states[1] != delivery.StateEnabled || states[2] != delivery.StateFailing {
 		t.Fatalf("states %v, want failing, enabled (recovered), failing", states)
+	}
+}
+
+// A replay selected by both a start sequence and a start time takes only
+// the events that meet both: the time still bounds it from below (an
+// event stored before it is not sent again).
+func TestReplayFromSeqKeepsSince(t *testing.T) {
+	t.Parallel()
+	o := newOrigin(t)
+	e := endpoint("partner", "http://127.0.0.1:1")
+	o.enqueue(t, event{"order.created", "a", 1})
+	eventually(t, "a1 in EVENTS", func() bool { return o.js.StreamMsgs(t, stream.Events) == 2 })
+	since := time.Now()
+	ids := o.enqueue(t, event{"order.created", "b", 1})
+	eventually(t, "b1 in EVENTS", func() bool { return o.js.StreamMsgs(t, stream.Events) == 3 })
+	ctx := context.Background()
+	res, err := delivery.Replay(ctx, o.db.Pool, o.js.JS, e, delivery.ReplaySelector{FromSeq: 1, Since: since}, false)
+	if err != nil || res.Matched != 1 || res.Queued != 1 {
+		t.Fatalf("replay from seq 1 since %v: %+v %v, want b1 alone", since, res, err)
+	}
+	if n := o.db.Count(t, "SELECT count(*) FROM hookbridge.delivery_pending WHERE endpoint = 'partner' AND event_id = $1", ids[0]); n != 1 {
+		t.Fatalf("b1 queued %d times, want 1", n)
 	}
 }

@@ -255,7 +255,11 @@ func (o *Ops) EndpointDeadLettersRequeue(ctx context.Context, f EndpointDeadLett
 	if err := o.checkTriage(f, true); err != nil {
 		return EndpointTriageResult{}, err
 	}
-	return delivery.Requeue(ctx, o.Pool, delivery.RequeueOptions{Filter: f.store(), OutOfOrder: outOfOrder, DryRun: dryRun})
+	names := make([]string, 0, len(o.Endpoints))
+	for _, e := range o.Endpoints {
+		names = append(names, e.Name)
+	}
+	return delivery.Requeue(ctx, o.Pool, delivery.RequeueOptions{Filter: f.store(), OutOfOrder: outOfOrder, DryRun: dryRun, Endpoints: names})
 }
 
 // EndpointDeadLettersDiscard resolves the selected dead letters without
@@ -269,8 +273,9 @@ func (o *Ops) EndpointDeadLettersDiscard(ctx context.Context, f EndpointDeadLett
 
 // checkTriage refuses a selection that names nothing (it would act on
 // every dead letter) and, for a requeue (configured), an endpoint not
-// configured: nothing would send what it queues. A removed endpoint's
-// dead letters can still be discarded.
+// configured: nothing would send what it queues (a selection by id,
+// event, subject or time leaves such dead letters out: NotConfigured). A
+// removed endpoint's dead letters can still be discarded.
 func (o *Ops) checkTriage(f EndpointDeadLetterFilter, configured bool) error {
 	if len(f.IDs) == 0 && f.Endpoint == "" && f.EventID == "" && f.Subject == "" && f.Since.IsZero() && f.Until.IsZero() {
 		return fmt.Errorf("name dead letters by id, or an endpoint, an event id, a subject or a time range: %w", ErrInvalid)

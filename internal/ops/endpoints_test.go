@@ -3,12 +3,14 @@ package ops_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
+	"github.com/hookbridge/hookbridge/internal/delivery"
 	"github.com/hookbridge/hookbridge/internal/ops"
 	"github.com/hookbridge/hookbridge/internal/store"
 )
@@ -125,5 +127,47 @@ func TestDeliveryHistoryStates(t *testing.T) {
 	}
 	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE resolved_at IS NULL`); n != 1 {
 		t.Errorf("%d unresolved dead letters, want 1 (c-dead's)", n)
+	}
+}
+
+// A requeue selected by event (or id, subject, time) leaves out the dead
+// letters of an endpoint no longer configured: nothing would send the
+// delivery it queued, and the dead letter would be resolved all the same.
+// They stay unresolved, to be discarded; the configured endpoint's is
+// requeued.
+func TestRequeueLeavesOutEndpointsNotConfigured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := hookbridgetest.Postgres(t)
+	o := &ops.Ops{Pool: db.Pool, Endpoints: []delivery.Endpoint{{Name: "kept"}}}
+	ids := map[string]int64{}
+	for i, endpoint := range []string{"kept", "gone"} {
+		b := &pgx.Batch{}
+		store.QueueDeliveryDeadLetterInsert(b, store.DeliveryDeadLetter{Endpoint: endpoint, EventID: "e-9", Subject: "events.x", StreamSeq: uint64(7 + i),
+			Attempts: 1, LastStatus: 500, LastErrorClass: "status", Payload: []byte(`{}`)})
+		if err := db.Pool.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := db.Pool.QueryRow(ctx, `SELECT id FROM hookbridge.delivery_dead_letters WHERE endpoint = $1`, endpoint).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids[endpoint] = id
+	}
+	res, err := o.EndpointDeadLettersRequeue(ctx, ops.EndpointDeadLetterFilter{EventID: "e-9"}, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Done, []int64{ids["kept"]}) || !slices.Equal(res.NotConfigured, []int64{ids["gone"]}) || res.Matched != 2 {
+		t.Fatalf("requeue of e-9: %+v, want kept's %d done and gone's %d not configured", res, ids["kept"], ids["gone"])
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_pending WHERE endpoint = 'gone'`); n != 0 {
+		t.Errorf("%d deliveries queued for gone, which nothing reads; want 0", n)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_dead_letters WHERE endpoint = 'gone' AND resolved_at IS NULL`); n != 1 {
+		t.Errorf("gone's unresolved dead letters: %d, want 1 (to discard)", n)
+	}
+	if n := db.Count(t, `SELECT count(*) FROM hookbridge.delivery_pending WHERE endpoint = 'kept' AND dead_letter_id = $1`, ids["kept"]); n != 1 {
+		t.Errorf("kept's requeued deliveries: %d, want 1", n)
 	}
 }
