@@ -384,6 +384,12 @@ func (m *Manager) beat(runCtx context.Context) error {
 	for _, e := range m.opts.Endpoints {
 		state, ok := held[e.Name]
 		switch {
+		case ok && state == store.DeliveryEnabled && m.senderDisabled(e.Name):
+			// Disabled by its own sender (auto-disable) and enabled again
+			// before a beat saw it disabled: that sender attempts nothing
+			// any more, so it goes, and the next beat starts a new one.
+			delete(m.paused, e.Name)
+			m.stopSender(e.Name, false)
 		case ok && state == store.DeliveryEnabled:
 			delete(m.paused, e.Name)
 			m.start(runCtx, e)
@@ -450,6 +456,20 @@ func (m *Manager) start(ctx context.Context, e Endpoint) {
 		s.run(sctx)
 	}()
 	m.log.Info("delivery: reading endpoint", "endpoint", e.Name, "instance", m.id)
+}
+
+// senderDisabled reports whether name's running sender disabled its
+// endpoint itself.
+func (m *Manager) senderDisabled(name string) bool {
+	m.mu.Lock()
+	r := m.running[name]
+	m.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	return r.s.disabled
 }
 
 // stopSender stops name's sender (gracefully: what started ends, what is

@@ -312,6 +312,18 @@ func (s *Sender) loadOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("endpoint state: %w", err)
 	}
+	// Disabled between the beat that started this sender and ensure's
+	// update, which carries no pause (an update without one resumes the
+	// durable): paused again, and this sender attempts nothing; the next
+	// beat stops it.
+	if slices.ContainsFunc(rows, func(r store.DeliveryEndpoint) bool { return r.Name == name && r.State == store.DeliveryDisabled }) {
+		if err := pauseDurable(ctx, s.m.opts.JS, name); err != nil {
+			return fmt.Errorf("pause the disabled endpoint's durable: %w", err)
+		}
+		s.mu.Lock()
+		s.disabled = true
+		s.mu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range pgKeys {
