@@ -89,6 +89,13 @@ func explainZeros(doc *yaml.Node, cfg Config) {
 			n.LineComment = fmt.Sprintf("HOOKS: %.0f%% of the JetStream store (serve logs hooks_max_bytes at start); %s", 100*stream.HooksStoreShare, events)
 		}
 	}
+	if streams := mapValue(doc, "streams"); streams != nil && cfg.Streams.EventsMaxAge == 0 {
+		if n := mapValue(streams, "events_max_age"); n != nil {
+			// 0 keeps EVENTS by max_age without endpoints; with them,
+			// nothing an endpoint has not received leaves it.
+			n.LineComment = "EVENTS: max_age without delivery endpoints; none with them (what an endpoint has not received stays)"
+		}
+	}
 	if sources := mapValue(doc, "sources"); sources != nil {
 		for i, s := range sources.Content {
 			if i < len(cfg.Sources) && cfg.Sources[i].Tolerance == 0 {
