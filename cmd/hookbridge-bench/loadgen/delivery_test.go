@@ -60,3 +60,46 @@ func TestDeliveryOrderAndOutage(t *testing.T) {
 	}
 	t.Logf("report:\n%s", out.String())
 }
+
+// TestDeliveryIsolationCounts runs a small isolation scenario and checks
+// what it measured, not how fast: the samples are the measured events of
+// the healthy endpoints only (the warm-up round's are not among them, nor
+// the bad endpoints'), and both bad endpoints were tried. The ratio
+// promise is set out of reach: timings on a shared machine are not a
+// test's to assert.
+func TestDeliveryIsolationCounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs processes")
+	}
+	t.Parallel()
+	exe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge")
+	natsExe := build(t, "github.com/hookbridge/hookbridge/cmd/hookbridge-bench")
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const endpoints, perEndpoint = 5, 4
+	var progress strings.Builder
+	res, err := loadgen.Delivery(c, loadgen.DeliveryOptions{
+		Exe: exe, NATSExe: natsExe, AdminURL: hookbridgetest.AdminURL(),
+		Scenarios: []string{loadgen.DeliveryIsolation},
+		Timeout:   2 * time.Second, Rate: 40, Endpoints: endpoints, PerEndpoint: perEndpoint,
+		SlowFor: 500 * time.Millisecond, MaxP99Ratio: 1e6,
+		Retry:  []time.Duration{0, time.Second, time.Minute},
+		Settle: time.Minute, Progress: &progress,
+	})
+	var out strings.Builder
+	if res != nil {
+		res.Print(&out)
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s\nprogress:\n%s", err, out.String(), progress.String())
+	}
+	i := res.Isolation
+	if i == nil || i.Baseline.N != endpoints*perEndpoint || i.WithBad.N != (endpoints-2)*perEndpoint ||
+		i.Answered503 == 0 || i.SlowAnswered == 0 {
+		t.Fatalf("isolation:\n%s\nprogress:\n%s", out.String(), progress.String())
+	}
+	if !strings.Contains(progress.String(), "warmed up") {
+		t.Fatalf("no warm-up round:\n%s", progress.String())
+	}
+	t.Logf("report:\n%s", out.String())
+}
