@@ -189,15 +189,24 @@ func (s *Sender) attempt(ctx context.Context, it *item, pl payload, n int) (res 
 	s.mu.Lock()
 	ok = s.mayStartLocked(ctx, it)
 	m := it.msg
+	// The attempt really starts: its whole timeout must lie within the
+	// message's ack wait (the timeout plus ackMargin). A message that
+	// arrived, or was kept in progress, within half the margin has that
+	// already; one that waited longer for a slot, the rate limiter or its
+	// key gets an in-progress (not one per delivery: at thousands a
+	// second each is a message for the server).
+	fresh := time.Since(it.touched) < ackMargin/2
 	if ok {
 		it.inflight = true
+		if !fresh {
+			it.touched = time.Now()
+		}
 	}
 	s.mu.Unlock()
 	if !ok {
 		return result{}, false, notStarted, 0
 	}
-	if m != nil {
-		// The attempt really starts: its whole ack wait is ahead of it.
+	if m != nil && !fresh {
 		_ = m.InProgress()
 	}
 	// An attempt that started ends by its timeout, not by a stop: the

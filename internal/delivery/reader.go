@@ -190,7 +190,8 @@ func (s *Sender) arrive(ctx context.Context, work *conc.WaitGroup, m jetstream.M
 	}
 	h := m.Headers()
 	seq := md.Sequence.Stream
-	it := &item{seq: seq, key: s.keyOf(h, m.Subject()), eventID: eventID(h, seq), subject: m.Subject(), msg: m, nd: md.NumDelivered}
+	it := &item{seq: seq, key: s.keyOf(h, m.Subject()), eventID: eventID(h, seq), subject: m.Subject(), msg: m, nd: md.NumDelivered,
+		touched: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.observeLocked(md.Sequence.Consumer, h.Get(pinHeader))
@@ -198,7 +199,7 @@ func (s *Sender) arrive(ctx context.Context, work *conc.WaitGroup, m jetstream.M
 	if old, ok := s.held[seq]; ok {
 		// Delivered again while held (a heartbeat came too late): the
 		// newest delivery is the one to ack.
-		old.msg, old.nd = m, md.NumDelivered
+		old.msg, old.nd, old.touched = m, md.NumDelivered, time.Now()
 		return
 	}
 	s.held[seq] = it

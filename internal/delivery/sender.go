@@ -82,6 +82,9 @@ type item struct {
 	msg   jetstream.Msg
 	nd    uint64
 	epoch uint64
+	// touched is when the ack wait of msg last started afresh (its
+	// delivery, or an in-progress sent for it).
+	touched time.Time
 	// row is the delivery's row when Postgres tracks it.
 	row *store.DeliveryPending
 	// attempts is how many attempts failed so far.
@@ -421,10 +424,12 @@ func (s *Sender) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		now := time.Now()
 		s.mu.Lock()
 		msgs := make([]jetstream.Msg, 0, len(s.held))
 		for _, it := range s.held {
 			msgs = append(msgs, it.msg)
+			it.touched = now
 		}
 		s.mu.Unlock()
 		for _, m := range msgs {
