@@ -127,6 +127,16 @@ func (pl *puller) fetch(room int) error {
 	if pl.to != nil {
 		wait = min(wait, max(time.Until(pl.to.next), 100*time.Millisecond))
 	}
+	if pl.dseq == 0 {
+		// No delivery seen yet: the first one gates the partition
+		// (observe), and the gate's first look runs only once this pull
+		// ends. A pull for the whole room ends when the room is full or
+		// after wait, so what a partition gets in its first second would
+		// sit gated until then (under a steady load the lag stays, the
+		// backlog of that second never drains). A pull for one message
+		// ends with that message.
+		room = 1
+	}
 	batch, err := pl.cons.Fetch(room, jetstream.FetchMaxWait(wait), jetstream.FetchMaxBytes(partitionBytes),
 		jetstream.FetchPriorityGroup(priorityGroup))
 	if err != nil {
