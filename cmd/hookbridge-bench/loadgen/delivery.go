@@ -347,7 +347,6 @@ type benchBody struct {
 	Type string `json:"type"`
 	Key  string `json:"key,omitempty"`
 	V    int    `json:"v,omitempty"`
-	T    int64  `json:"t,omitempty"`  // unix nanoseconds before the enqueue
 	ID   string `json:"id,omitempty"` // the bench's id of the event
 	Pad  string `json:"pad,omitempty"`
 }
