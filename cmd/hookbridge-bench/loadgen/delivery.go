@@ -342,7 +342,7 @@ func (r *DeliveryResult) Print(w io.Writer) {
 }
 
 // benchBody is an event's payload: the receiver reads the endpoint, key,
-// version and enqueue time from it.
+// version and the bench's id of the event from it.
 type benchBody struct {
 	Type string `json:"type"`
 	Key  string `json:"key,omitempty"`
