@@ -49,8 +49,8 @@ func deliveryIsolation(ctx context.Context, o *DeliveryOptions) (*DeliveryIsolat
 }
 
 // isolationRun enqueues PerEndpoint events to each of Endpoints endpoints
-// at Rate and measures the healthy endpoints' latency from before the
-// enqueue to the first receipt; with bad, endpoint 0 answers 503 and
+// at Rate and measures the healthy endpoints' latency from the
+// enqueue's commit to the first receipt; with bad, endpoint 0 answers 503 and
 // endpoint 1 takes SlowFor. A warm-up round of one event per endpoint,
 // not measured, comes first and is awaited on the healthy endpoints:
 // without it the first events of a run, which wait for the processes'
