@@ -342,12 +342,12 @@ func (r *DeliveryResult) Print(w io.Writer) {
 }
 
 // benchBody is an event's payload: the receiver reads the endpoint, key,
-// version and enqueue time from it.
+// version and the bench's id of the event from it.
 type benchBody struct {
 	Type string `json:"type"`
 	Key  string `json:"key,omitempty"`
 	V    int    `json:"v,omitempty"`
-	T    int64  `json:"t,omitempty"` // unix nanoseconds before the enqueue
+	ID   string `json:"id,omitempty"` // the bench's id of the event
 	Pad  string `json:"pad,omitempty"`
 }
 

@@ -46,6 +46,9 @@ type deliveryEnv struct {
 	pool      *pgxpool.Pool
 	config    string
 	instances []*clusterInstance
+	// committed, when set, hears of every batch pace enqueued, as soon
+	// as its transaction committed.
+	committed func([]publisher.Message)
 }
 
 // deliverySecret is a random Standard Webhooks secret: every delivery is
@@ -185,6 +188,9 @@ func (e *deliveryEnv) pace(ctx context.Context, rate float64, n int, msg func(i 
 			}
 			if err := e.enqueue(ctx, batch); err != nil {
 				return fmt.Errorf("enqueue: %w", err)
+			}
+			if e.committed != nil {
+				e.committed(batch)
 			}
 			sent = due
 			continue
