@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hookbridge/hookbridge/hookbridgetest"
 	"github.com/hookbridge/hookbridge/internal/delivery"
@@ -20,34 +19,6 @@ import (
 	"github.com/hookbridge/hookbridge/internal/stream"
 	"github.com/hookbridge/hookbridge/publisher"
 )
-
-// ackEvents creates durable name on EVENTS (pausing it when paused, as a
-// disabled endpoint's is) and acks its first n messages.
-func ackEvents(t *testing.T, j *hookbridgetest.JetStream, name string, n int) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := j.JS.CreateOrUpdateConsumer(ctx, stream.Events, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n == 0 {
-		return
-	}
-	batch, err := c.Fetch(n, jetstream.FetchMaxWait(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := 0
-	for m := range batch.Messages() {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-		got++
-	}
-	if got != n {
-		t.Fatalf("%s: fetched %d, want %d", name, got, n)
-	}
-}
 
 // TestEventsTrimKeepsWhatAnEndpointNeeds: with delivery endpoints, the
 // guard trims EVENTS by age only below every endpoint durable's ack
@@ -84,11 +55,11 @@ func TestEventsTrimKeepsWhatAnEndpointNeeds(t *testing.T) {
 		return time.Since(streamInfo(t, j.JS, stream.Events).State.LastTime) > 10*time.Millisecond
 	})
 
-	ackEvents(t, j, "delivery_a", 80)
+	ackStreamUpTo(t, j, stream.Events, "delivery_a", 80)
 	if err := g.check(ctx); err != nil || first() != 1 {
 		t.Fatalf("delivery_b has no durable yet: err %v, first seq %d; want nothing purged", err, first())
 	}
-	ackEvents(t, j, "delivery_b", 60)
+	ackStreamUpTo(t, j, stream.Events, "delivery_b", 60)
 	if _, err := db.Pool.Exec(ctx, `INSERT INTO hookbridge.delivery_pending (endpoint, stream_seq, event_id, subject, next_attempt_at, origin)
 		VALUES ('a', 40, 'e-40', 'events.orders.created', 'infinity', 'parked')`); err != nil {
 		t.Fatal(err)

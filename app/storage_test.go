@@ -17,8 +17,15 @@ import (
 // ackUpTo creates durable name on HOOKS and acks its first n messages.
 func ackUpTo(t *testing.T, j *hookbridgetest.JetStream, name string, n int) {
 	t.Helper()
+	ackStreamUpTo(t, j, stream.Hooks, name, n)
+}
+
+// ackStreamUpTo creates durable name on streamName and acks its first n
+// messages.
+func ackStreamUpTo(t *testing.T, j *hookbridgetest.JetStream, streamName, name string, n int) {
+	t.Helper()
 	ctx := context.Background()
-	c, err := j.JS.CreateOrUpdateConsumer(ctx, stream.Hooks, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
+	c, err := j.JS.CreateOrUpdateConsumer(ctx, streamName, jetstream.ConsumerConfig{Durable: name, AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatal(err)
 	}
